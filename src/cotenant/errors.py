@@ -1,0 +1,73 @@
+"""One exception hierarchy for cotenant, each error carrying a hint on how to fix it.
+
+The CLI turns every :class:`CotenantError` into a single line on stderr and exit code 2, so a
+user never sees a traceback for bad input. Messages name the place (file, line, column, field)
+and the rule that was broken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+
+class CotenantError(Exception):
+    """Root of every error cotenant raises on purpose."""
+
+    exit_code: int = 2
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        """The message and its fix hint, on one line."""
+        text = self.message.replace("\n", " ")
+        return f"{text} (hint: {self.hint})" if self.hint else text
+
+
+class InputError(CotenantError):
+    """Bad input data: a malformed trace row, an invalid spec, a wrong type.
+
+    ``where`` names the place, e.g. ``pods.csv:17:gpu_milli``.
+    """
+
+    def __init__(self, where: str, rule: str, *, hint: str | None = None) -> None:
+        super().__init__(f"{where}: {rule}", hint=hint)
+        self.where = where
+        self.rule = rule
+
+
+class UnknownNameError(CotenantError):
+    """A name looked up in a registry or catalog that does not exist."""
+
+    def __init__(self, kind: str, name: str, valid: Iterable[str]) -> None:
+        choices = sorted(valid)
+        super().__init__(
+            f"unknown {kind} {name!r}; valid: {', '.join(choices)}",
+        )
+        self.kind = kind
+        self.name = name
+        self.valid = tuple(choices)
+
+
+class InvalidLayoutError(CotenantError):
+    """A MIG layout that breaks the GPU model's placement rules."""
+
+
+class InfeasibleError(CotenantError):
+    """A demand that no plan can meet; ``reasons`` says why, one per item."""
+
+    def __init__(self, message: str, reasons: Sequence[str] = ()) -> None:
+        detail = f": {'; '.join(reasons)}" if reasons else ""
+        super().__init__(f"{message}{detail}")
+        self.reasons = tuple(reasons)
+
+
+class NotSupportedError(CotenantError):
+    """A backend or GPU model lacks a feature that was asked for."""
+
+    def __init__(self, feature: str, subject: str) -> None:
+        super().__init__(f"{subject} does not support {feature}")
+        self.feature = feature
+        self.subject = subject

@@ -1,0 +1,1 @@
+"""Trace loaders (Alibaba openb) and synthetic generators fitted to them."""

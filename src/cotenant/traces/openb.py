@@ -1,0 +1,182 @@
+"""Strict, streaming loader for the Alibaba GPU cluster trace v2023 ("openb") CSV format.
+
+Node lists have columns ``sn, cpu_milli, memory_mib, gpu, model``; pod lists ``name,
+cpu_milli, memory_mib, num_gpu, gpu_milli`` and optionally ``gpu_spec, qos, pod_phase,
+creation_time, deletion_time, scheduled_time`` (the multigpu variants omit the optional ones).
+Rows are read one at a time; the first bad row stops the load with an :class:`InputError`
+naming file, line, column and rule. Nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from pathlib import Path
+
+from cotenant.errors import InputError, UnknownNameError
+from cotenant.model.gpu import CATALOG
+from cotenant.model.workload import MILLI_PER_GPU, Node, Pod, PodShape, Qos
+
+POD_REQUIRED = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+NODE_REQUIRED = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+_QOS = {q.value.lower(): q for q in Qos}
+
+
+class _Rows:
+    """A CSV reader that knows where it is, for error messages."""
+
+    def __init__(self, path: Path, required: tuple[str, ...]) -> None:
+        self.path = path
+        self.name = path.name
+        self.required = required
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, str]]]:
+        try:
+            handle = self.path.open(newline="", encoding="utf-8")
+        except OSError as exc:
+            raise InputError(str(self.path), f"cannot read: {exc.strerror}") from exc
+        with handle:
+            reader = csv.reader(handle)
+            header = next(reader, None)
+            if header is None or not any(h.strip() for h in header):
+                raise InputError(f"{self.name}:1", "file is empty; expected a CSV header")
+            header = [h.strip() for h in header]
+            missing = [c for c in self.required if c not in header]
+            if missing:
+                raise InputError(
+                    f"{self.name}:1",
+                    f"missing column {', '.join(missing)}; required: {', '.join(self.required)}",
+                )
+            rows = 0
+            for row in reader:
+                line = reader.line_num
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue
+                if len(row) != len(header):
+                    raise InputError(
+                        f"{self.name}:{line}",
+                        f"malformed row: {len(row)} fields, header has {len(header)}",
+                    )
+                rows += 1
+                yield line, dict(zip(header, (v.strip() for v in row), strict=True))
+            if rows == 0:
+                raise InputError(f"{self.name}:2", "no data rows after the header")
+
+    def where(self, line: int, column: str) -> str:
+        return f"{self.name}:{line}:{column}"
+
+
+def _int(rows: _Rows, line: int, row: dict[str, str], col: str, lo: int, hi: int | None) -> int:
+    text = row[col]
+    try:
+        value = int(text)
+    except ValueError:
+        try:
+            as_float = float(text)
+        except ValueError:
+            as_float = float("nan")
+        if as_float.is_integer():
+            value = int(as_float)
+        else:
+            raise InputError(
+                rows.where(line, col), f"{text!r} is not an integer", hint="e.g. 1000"
+            ) from None
+    if value < lo or (hi is not None and value > hi):
+        bound = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        raise InputError(rows.where(line, col), f"{value} is out of range ({bound})")
+    return value
+
+
+def _gpu_spec(rows: _Rows, line: int, text: str) -> tuple[str, ...]:
+    if not text:
+        return ()
+    names = []
+    for part in text.split("|"):
+        try:
+            names.append(CATALOG.get(part).name)
+        except UnknownNameError as exc:
+            raise InputError(
+                rows.where(line, "gpu_spec"),
+                f"unknown GPU model {part!r}; known: {', '.join(CATALOG.names())}",
+            ) from exc
+    return tuple(sorted(set(names)))
+
+
+def iter_pods(path: str | Path) -> Iterator[Pod]:
+    """Pods of an openb pod list, in file order, validated row by row."""
+    rows = _Rows(Path(path), POD_REQUIRED)
+    seen: set[str] = set()
+    for line, row in rows:
+        name = row["name"]
+        if not name:
+            raise InputError(rows.where(line, "name"), "pod name is empty")
+        if name in seen:
+            raise InputError(rows.where(line, "name"), f"pod {name!r} appears twice")
+        seen.add(name)
+        cpu = _int(rows, line, row, "cpu_milli", 0, None)
+        mem = _int(rows, line, row, "memory_mib", 0, None)
+        num_gpu = _int(rows, line, row, "num_gpu", 0, 64)
+        milli = _int(rows, line, row, "gpu_milli", 0, MILLI_PER_GPU)
+        if num_gpu == 0 and milli != 0:
+            raise InputError(rows.where(line, "gpu_milli"), f"{milli} with num_gpu 0; must be 0")
+        if num_gpu >= 1 and milli == 0:
+            raise InputError(rows.where(line, "gpu_milli"), "0 with num_gpu >= 1; must be 1..1000")
+        if num_gpu > 1 and milli != MILLI_PER_GPU:
+            raise InputError(
+                rows.where(line, "gpu_milli"),
+                f"{milli} with num_gpu {num_gpu}; multi-GPU pods take whole GPUs (1000)",
+            )
+        spec = _gpu_spec(rows, line, row.get("gpu_spec", ""))
+        qos_text = row.get("qos", "") or "LS"
+        qos = _QOS.get(qos_text.lower())
+        if qos is None:
+            raise InputError(
+                rows.where(line, "qos"), f"{qos_text!r} is not one of {', '.join(Qos)}"
+            )
+        created = _int(rows, line, row, "creation_time", 0, None) if row.get("creation_time") else 0
+        deleted = (
+            _int(rows, line, row, "deletion_time", 0, None) if row.get("deletion_time") else None
+        )
+        if deleted is not None and deleted < created:
+            raise InputError(
+                rows.where(line, "deletion_time"),
+                f"{deleted} is before creation_time {created}",
+            )
+        yield Pod(name, PodShape(cpu, mem, num_gpu, milli, spec), qos, created, deleted)
+
+
+def load_pods(path: str | Path) -> list[Pod]:
+    return list(iter_pods(path))
+
+
+def iter_nodes(path: str | Path, *, gpu_only: bool = True) -> Iterator[Node]:
+    """Nodes of an openb node list; CPU-only nodes are skipped when ``gpu_only``."""
+    rows = _Rows(Path(path), NODE_REQUIRED)
+    seen: set[str] = set()
+    for line, row in rows:
+        name = row["sn"]
+        if not name or name in seen:
+            raise InputError(rows.where(line, "sn"), f"node name {name!r} is empty or repeated")
+        seen.add(name)
+        cpu = _int(rows, line, row, "cpu_milli", 0, None)
+        mem = _int(rows, line, row, "memory_mib", 0, None)
+        gpus = _int(rows, line, row, "gpu", 0, 64)
+        model_name = row["model"]
+        if gpus == 0:
+            if not gpu_only:
+                yield Node(name, cpu, mem, 0, None)
+            continue
+        if not model_name:
+            raise InputError(rows.where(line, "model"), f"empty, but the node has {gpus} GPUs")
+        try:
+            model = CATALOG.get(model_name)
+        except UnknownNameError as exc:
+            raise InputError(
+                rows.where(line, "model"),
+                f"unknown GPU model {model_name!r}; known: {', '.join(CATALOG.names())}",
+            ) from exc
+        yield Node(name, cpu, mem, gpus, model)
+
+
+def load_nodes(path: str | Path, *, gpu_only: bool = True) -> list[Node]:
+    return list(iter_nodes(path, gpu_only=gpu_only))
