@@ -23,6 +23,11 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
+def pod_kind(shape: PodShape) -> int:
+    """0 for a fractional GPU pod, k for a pod of k whole GPUs (GPU clustering's tags)."""
+    return 0 if shape.fractional else shape.num_gpu
+
+
 class AllocationError(CotenantError):
     """An allocation that would break capacity (a policy or simulator bug)."""
 
@@ -84,6 +89,8 @@ class ClusterState:
         self.mem_free = cluster.memory.copy()
         self.gpu_free: IntArray = np.where(cluster.gpu_present, MILLI_PER_GPU, 0).astype(np.int64)
         self.version = np.zeros(cluster.size, dtype=np.int64)  # bumped when a node changes
+        # GPU pods per node by kind: column 0 fractional pods, column k pods of k whole GPUs.
+        self.kind_count: IntArray = np.zeros((cluster.size, cluster.max_gpus + 1), np.int64)
 
     def copy(self) -> ClusterState:
         other = ClusterState.__new__(ClusterState)
@@ -92,6 +99,7 @@ class ClusterState:
         other.mem_free = self.mem_free.copy()
         other.gpu_free = self.gpu_free.copy()
         other.version = self.version.copy()
+        other.kind_count = self.kind_count.copy()
         return other
 
     # ---- views used by policies ------------------------------------------------------------
@@ -100,18 +108,26 @@ class ClusterState:
         counts: IntArray = (self.gpu_free == MILLI_PER_GPU).sum(axis=1)
         return counts
 
-    def feasible(self, shape: PodShape, spec_mask: BoolArray | None = None) -> BoolArray:
-        """Nodes that can host ``shape``: CPU, memory, GPU model and GPU room."""
-        ok = (self.cpu_free >= shape.cpu_milli) & (self.mem_free >= shape.memory_mib)
-        if spec_mask is not None:
-            ok &= spec_mask
-        elif shape.gpu_spec:
-            ok &= self.cluster.spec_mask(shape.gpu_spec)
+    def feasible(
+        self,
+        shape: PodShape,
+        nodes: IntArray | None = None,
+        spec_mask: BoolArray | None = None,
+    ) -> BoolArray:
+        """Which of ``nodes`` (default all) can host ``shape``: CPU, memory, GPU model and GPU
+        room. ``spec_mask`` is the precomputed :meth:`Cluster.spec_mask` of the shape, over
+        all nodes."""
+        idx = slice(None) if nodes is None else nodes
+        ok = (self.cpu_free[idx] >= shape.cpu_milli) & (self.mem_free[idx] >= shape.memory_mib)
+        if shape.gpu_spec:
+            mask = spec_mask if spec_mask is not None else self.cluster.spec_mask(shape.gpu_spec)
+            ok &= mask[idx]
         if shape.num_gpu == 0:
             return ok
+        free = self.gpu_free[idx]
         if shape.fractional:
-            return ok & (self.gpu_free.max(axis=1) >= shape.gpu_milli)
-        return ok & (self.full_free_gpus() >= shape.num_gpu)
+            return ok & (free.max(axis=1) >= shape.gpu_milli)
+        return ok & ((free == MILLI_PER_GPU).sum(axis=1) >= shape.num_gpu)
 
     # ---- mutation (simulator / agent only) ------------------------------------------------
     def allocate(self, shape: PodShape, node: int, gpus: tuple[int, ...]) -> Allocation:
@@ -128,6 +144,8 @@ class ClusterState:
         self.mem_free[node] -= shape.memory_mib
         for g in gpus:
             self.gpu_free[node, g] -= milli
+        if shape.num_gpu:
+            self.kind_count[node, pod_kind(shape)] += 1
         self.version[node] += 1
         return Allocation(node, gpus, milli if gpus else 0)
 
@@ -138,6 +156,8 @@ class ClusterState:
         self.mem_free[node] += shape.memory_mib
         for g in alloc.gpus:
             self.gpu_free[node, g] += alloc.milli
+        if shape.num_gpu:
+            self.kind_count[node, pod_kind(shape)] -= 1
         if (
             self.cpu_free[node] > self.cluster.cpu[node]
             or self.mem_free[node] > self.cluster.memory[node]
