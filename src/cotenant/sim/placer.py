@@ -1,12 +1,14 @@
 """Drives a placement policy pod by pod over a :class:`ClusterState`, fast.
 
-For node-local policies (see :mod:`cotenant.policies.placement.base`) a node's feasibility and
-score for a pod shape change only when that node changes, so the placer keeps, per shape, the
+A node's feasibility for a pod shape, and for node-local policies (see
+:mod:`cotenant.policies.placement.base`) its score, change only when that node changes, so the placer keeps, per shape, the
 last feasibility, score and GPU choice of every node with the node's version at the time, and
 recomputes only the nodes whose version moved since. Traces have few distinct shapes (151 in
 openb's default pod list) and a placement changes one node, so after warm-up a placement
-rescores a handful of nodes instead of all of them. Results are identical to scoring every
-node every time; the tests check that.
+rescores a handful of nodes instead of all of them. A large batch (the first pod of a shape) is
+for policies that are costly per node (``dedupe_states``) first reduced to its distinct node states (free CPU, memory and GPU milli per GPU, GPU model,
+pods by kind): identical nodes get identical scores, and an empty cluster has few distinct
+nodes. Results are identical to scoring every node every time; the tests check that.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ import numpy as np
 from cotenant.model.cluster import Allocation, BoolArray, ClusterState, IntArray
 from cotenant.model.workload import PodShape
 from cotenant.policies.placement.base import PlacementPolicy, lowest_free_gpus, select_node
+
+
+DEDUP_MIN_BATCH = 32
+"""Batches of at least this many nodes are reduced to distinct node states before scoring."""
 
 
 @dataclass
@@ -45,7 +51,7 @@ class Placer:
         self.state = state
         self.rank = rank
         self.rng = rng
-        self.use_cache = cache and policy.node_local
+        self.use_cache = cache
         self._caches: dict[PodShape, _ShapeCache] = {}
 
     def _cache_for(self, shape: PodShape) -> _ShapeCache:
@@ -68,11 +74,7 @@ class Placer:
         state = self.state
         if not self.use_cache:
             nodes = np.flatnonzero(state.feasible(shape))
-            if nodes.size == 0:
-                return None
-            scored = self.policy.score(state, shape, nodes, self.rng)
-            pick = select_node(np.arange(nodes.size), scored.score, self.rank[nodes])
-            return int(nodes[pick]), int(scored.gpu[pick])
+            return self._pick_fresh(shape, nodes)
         cache = self._cache_for(shape)
         stale = np.flatnonzero(cache.version != state.version)
         if stale.size:
@@ -80,15 +82,46 @@ class Placer:
             cache.feasible[stale] = ok
             cache.version[stale] = state.version[stale]
             fresh = stale[ok]
-            if fresh.size:
-                scored = self.policy.score(state, shape, fresh, self.rng)
-                cache.score[fresh] = scored.score
-                cache.gpu[fresh] = scored.gpu
+            if fresh.size and self.policy.node_local:
+                self._score_into(cache, shape, fresh)
         nodes = np.flatnonzero(cache.feasible)
+        if not self.policy.node_local:
+            return self._pick_fresh(shape, nodes)
         if nodes.size == 0:
             return None
         node = select_node(nodes, cache.score[nodes], self.rank)
         return node, int(cache.gpu[node])
+
+    def _pick_fresh(self, shape: PodShape, nodes: IntArray) -> tuple[int, int] | None:
+        """Score ``nodes`` now (no score cache) and pick the best."""
+        if nodes.size == 0:
+            return None
+        scored = self.policy.score(self.state, shape, nodes, self.rng)
+        pick = select_node(np.arange(nodes.size), scored.score, self.rank[nodes])
+        return int(nodes[pick]), int(scored.gpu[pick])
+
+    def _score_into(self, cache: _ShapeCache, shape: PodShape, nodes: IntArray) -> None:
+        """Score ``nodes`` into ``cache``, once per distinct node state in large batches."""
+        state = self.state
+        if self.policy.dedupe_states and nodes.size >= DEDUP_MIN_BATCH:
+            key = np.column_stack(
+                (
+                    state.cpu_free[nodes],
+                    state.mem_free[nodes],
+                    state.cluster.model_index[nodes],
+                    state.gpu_free[nodes],
+                    state.kind_count[nodes],
+                )
+            )
+            _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+            if first.size < nodes.size:
+                scored = self.policy.score(state, shape, nodes[first], self.rng)
+                cache.score[nodes] = scored.score[inverse.ravel()]
+                cache.gpu[nodes] = scored.gpu[inverse.ravel()]
+                return
+        scored = self.policy.score(state, shape, nodes, self.rng)
+        cache.score[nodes] = scored.score
+        cache.gpu[nodes] = scored.gpu
 
     def place(self, shape: PodShape) -> Allocation | None:
         """Choose a node and GPUs for ``shape`` and allocate them; None if nothing fits."""

@@ -39,6 +39,8 @@ class PlacementPolicy(ABC):
 
     name: str = "policy"
     node_local: bool = True
+    dedupe_states: bool = False
+    """Costly per node: callers should score each distinct node state once."""
 
     @abstractmethod
     def score(

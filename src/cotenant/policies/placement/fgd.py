@@ -35,6 +35,7 @@ class FgdPolicy(PlacementPolicy):
     """Fragmentation gradient descent over the workload's typical pods."""
 
     name = "fgd"
+    dedupe_states = True
 
     def __init__(self, workload: Sequence[PodShape] = (), coverage: float = 0.95) -> None:
         self.typical = TypicalPods.from_shapes(workload, coverage)

@@ -81,7 +81,7 @@ class GpuClusteringPolicy(PlacementPolicy):
         mine = kinds[:, pod_kind(shape)] > 0
         total = kinds.sum(axis=1)
         others = total - kinds[:, pod_kind(shape)] > 0
-        bonus = np.select([mine & ~others, mine, total == 0], [75, 50, 25], default=0)
+        bonus = np.where(mine, np.where(others, 50, 75), np.where(total == 0, 25, 0))
         base = (25 * (MAX_SPEC_GPU - idle_milli(state, nodes))) // MAX_SPEC_GPU
         gpu = (
             best_fit_gpu(state.gpu_free[nodes], shape.gpu_milli)
