@@ -146,8 +146,9 @@ class MigGeometry:
         return MigLayout(placed)
 
     def parse(self, text: str) -> MigLayout:
-        """Parse ``"3g.40gb@0,2g.20gb@4,1g.10gb@6"``; a name without ``@start`` takes the first
-        free allowed start, larger instances first (the creation order NVIDIA requires)."""
+        """Parse ``"3g.40gb@0,2g.20gb@4,1g.10gb@6"``. Names without ``@start`` are placed by a
+        depth-first search over allowed starts (larger instances first, lowest start first),
+        so any multiset that fits somewhere is accepted, as mig-parted's configs expect."""
         items = [t.strip() for t in text.split(",") if t.strip()]
         fixed: list[MigPlacement] = []
         floating: list[MigProfile] = []
@@ -160,20 +161,30 @@ class MigGeometry:
                 fixed.append(MigPlacement(profile, int(start)))
             else:
                 floating.append(profile)
-        placed = list(fixed)
-        for profile in sorted(floating, key=lambda p: -p.memory_slices):
-            spot = next(
-                (
-                    MigPlacement(profile, s)
-                    for s in profile.starts
-                    if not any(MigPlacement(profile, s).overlaps(q) for q in placed)
-                ),
-                None,
-            )
-            if spot is None:
-                raise InvalidLayoutError(f"{text!r}: no free start left for {profile.name}")
-            placed.append(spot)
-        return self.layout(placed)
+        found = self._place(tuple(fixed), sorted(floating, key=lambda p: -p.memory_slices))
+        if found is None:
+            names = ", ".join(p.name for p in floating)
+            raise InvalidLayoutError(f"{text!r}: no valid starts for {names} exist together")
+        return self.layout(found)
+
+    def _place(
+        self, placed: tuple[MigPlacement, ...], todo: list[MigProfile]
+    ) -> tuple[MigPlacement, ...] | None:
+        """Depth-first search for starts of ``todo`` beside ``placed`` (None if none)."""
+        self.check(placed)
+        if not todo:
+            return placed
+        profile, rest = todo[0], todo[1:]
+        for start in profile.starts:
+            candidate = (*placed, MigPlacement(profile, start))
+            try:
+                self.check(candidate)
+            except InvalidLayoutError:
+                continue
+            done = self._place(candidate, rest)
+            if done is not None:
+                return done
+        return None
 
     def can_add(self, layout: MigLayout, placement: MigPlacement) -> bool:
         try:

@@ -1,0 +1,1 @@
+"""The ``cotenant`` command line: thin commands over library calls."""

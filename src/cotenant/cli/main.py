@@ -1,0 +1,58 @@
+"""Entry point: ``cotenant``. Every :class:`CotenantError` becomes one line on stderr and exit
+code 2; no traceback reaches the user for bad input."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+
+from cotenant import __version__
+from cotenant.cli import mig, simulate, trace
+from cotenant.errors import CotenantError
+from cotenant.policies.placement import PLACEMENT
+
+app = typer.Typer(
+    name="cotenant",
+    help="GPU sharing for deep-learning clusters: placement, co-location, MIG, simulation.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(simulate.app, name="simulate")
+app.add_typer(trace.app, name="trace")
+app.add_typer(mig.app, name="mig")
+
+
+@app.command()
+def policies() -> None:
+    """List the registered placement policies."""
+    for name in PLACEMENT.names():
+        typer.echo(name)
+
+
+@app.command()
+def version() -> None:
+    """Print cotenant's version."""
+    typer.echo(__version__)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; bad input exits 2 with one line on stderr."""
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except CotenantError as exc:
+        typer.echo(f"cotenant: error: {exc.one_line()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        typer.echo("cotenant: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

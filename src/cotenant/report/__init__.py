@@ -1,0 +1,1 @@
+"""Reports: terminal tables, PNG plots and an HTML page over experiment results."""

@@ -1,0 +1,99 @@
+"""PNG plots of experiment results (matplotlib, Agg backend: no display needed).
+
+* allocation curve: share of GPU capacity allocated against arrived GPU demand, mean over
+  seeds, one line per policy (the FGD paper's Figure 9 style);
+* fragmentation curve: fragmented share of GPU capacity against arrived demand;
+* replay: allocation and fragmentation over simulated time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from cotenant.sim.fragmentation import FragmentationRun  # noqa: E402
+from cotenant.sim.replay import ReplayRun  # noqa: E402
+
+
+def _by_policy(runs: Sequence[FragmentationRun]) -> dict[str, list[FragmentationRun]]:
+    out: dict[str, list[FragmentationRun]] = {}
+    for run in runs:
+        out.setdefault(run.policy, []).append(run)
+    return out
+
+
+def mean_curve(runs: Sequence[FragmentationRun]) -> tuple[np.ndarray, np.ndarray]:
+    """Allocation curve averaged over runs, on the arrived-demand range they share."""
+    top = min(int(np.rint(100 * r.arrived_milli[-1] / r.capacity_milli)) for r in runs)
+    curves = [r.curve(top)[1] for r in runs]
+    return np.arange(top + 1), np.nanmean(np.vstack(curves), axis=0)
+
+
+def allocation_plot(runs: Sequence[FragmentationRun], path: Path, title: str) -> Path:
+    fig, (full, zoom) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for policy, mine in _by_policy(runs).items():
+        xs, ys = mean_curve(mine)
+        full.plot(xs, ys, label=policy)
+        keep = xs >= 80
+        zoom.plot(xs[keep], ys[keep], label=policy)
+    full.plot([0, 100], [0, 100], color="grey", linestyle=":", linewidth=0.8, label="ideal")
+    for ax in (full, zoom):
+        ax.set_xlabel("arrived GPU demand (% of capacity)")
+        ax.set_ylabel("GPU capacity allocated (%)")
+        ax.grid(alpha=0.3)
+    full.set_title(title)
+    zoom.set_title("zoom: 80% demand and beyond")
+    zoom.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fragmentation_plot(runs: Sequence[FragmentationRun], path: Path, title: str) -> Path:
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for policy, mine in _by_policy(runs).items():
+        top = min(int(r.frag_percent[-1]) for r in mine)
+        xs = np.arange(top + 1)
+        ys = np.mean(
+            [
+                np.interp(xs, r.frag_percent, 100.0 * r.frag_milli / r.capacity_milli)
+                for r in mine
+            ],
+            axis=0,
+        )
+        ax.plot(xs, ys, label=policy)
+    ax.set_xlabel("arrived GPU demand (% of capacity)")
+    ax.set_ylabel("fragmented GPU capacity (%)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def replay_plot(runs: Sequence[ReplayRun], path: Path, title: str) -> Path:
+    fig, (alloc, frag) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for run in runs:
+        hours = (run.times - (run.times[0] if run.times.size else 0.0)) / 3600.0
+        alloc.plot(hours, run.alloc_percent, label=f"{run.policy} (seed {run.seed})")
+        frag.plot(hours, run.frag_percent, label=f"{run.policy} (seed {run.seed})")
+    alloc.set_ylabel("GPU capacity allocated (%)")
+    frag.set_ylabel("fragmented GPU capacity (%)")
+    for ax in (alloc, frag):
+        ax.set_xlabel("simulated time (hours)")
+        ax.grid(alpha=0.3)
+    alloc.set_title(title)
+    frag.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,48 @@
+"""Hypothesis strategies for the domain: pod shapes, nodes, clusters, MIG placements."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from cotenant.model.cluster import Cluster
+from cotenant.model.gpu import CATALOG
+from cotenant.model.mig import MigGeometry, MigPlacement
+from cotenant.model.workload import Node, PodShape
+
+GPU_MODELS = ["G2", "T4", "P100", "V100-16GB", "V100-32GB", "A10"]
+
+
+@st.composite
+def pod_shapes(draw: st.DrawFn, specs: bool = True) -> PodShape:
+    kind = draw(st.sampled_from(["cpu", "fractional", "whole"]))
+    cpu = draw(st.integers(0, 64_000))
+    mem = draw(st.integers(0, 256_000))
+    spec: tuple[str, ...] = ()
+    if specs and draw(st.booleans()):
+        spec = tuple(sorted(draw(st.sets(st.sampled_from(GPU_MODELS), min_size=1, max_size=3))))
+    if kind == "cpu":
+        return PodShape(cpu, mem, 0, 0, spec)
+    if kind == "fractional":
+        return PodShape(cpu, mem, 1, draw(st.integers(1, 999)), spec)
+    return PodShape(cpu, mem, draw(st.sampled_from([1, 2, 4, 8])), 1000, spec)
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> Cluster:
+    count = draw(st.integers(1, 8))
+    nodes = [
+        Node(
+            f"n{i}",
+            draw(st.integers(8_000, 128_000)),
+            draw(st.integers(32_000, 786_432)),
+            draw(st.sampled_from([1, 2, 4, 8])),
+            CATALOG.get(draw(st.sampled_from(GPU_MODELS))),
+        )
+        for i in range(count)
+    ]
+    return Cluster(nodes)
+
+
+def placements(geometry: MigGeometry) -> st.SearchStrategy[list[MigPlacement]]:
+    every = [MigPlacement(p, s) for p in geometry.profiles for s in p.starts]
+    return st.lists(st.sampled_from(every), max_size=8)
