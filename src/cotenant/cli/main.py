@@ -1,11 +1,11 @@
 """Entry point: ``cotenant``. Every :class:`CotenantError` becomes one line on stderr and exit
-code 2; no traceback reaches the user for bad input."""
+code 2, and typer reports usage errors with exit code 2; no traceback reaches the user for bad
+input."""
 
 from __future__ import annotations
 
 import sys
 
-import click
 import typer
 
 from cotenant import __version__
@@ -39,19 +39,12 @@ def version() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; bad input exits 2 with one line on stderr."""
+    """Run the CLI. Usage errors are typer's (exit 2); bad input exits 2 with one line."""
     try:
-        code = app(args=argv, standalone_mode=False)
+        app(args=argv)
     except CotenantError as exc:
         typer.echo(f"cotenant: error: {exc.one_line()}", err=True)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        typer.echo("cotenant: aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ def fragmentation(
         synthetic_pods=synthetic_pods,
         synthetic_nodes=synthetic_nodes,
     )
-    max_pct = int(round(demand * 100))
+    max_pct = round(demand * 100)
     if not 0 <= report_at <= max_pct:
         raise InputError("--report-at", f"{report_at} must be within 0..{max_pct} (--demand)")
     config = FragmentationConfig(demand_multiple=demand)
@@ -124,6 +124,7 @@ def fragmentation(
         console.print(workload.description)
         console.print(summary_table(summary, report_at, "Fragmentation experiment"))
     if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
         title = "GPU allocation as the cluster fills"
         images = [
             allocation_plot(runs, out / "allocation.png", title),
@@ -186,6 +187,7 @@ def replay(
         for row in rows:
             console.print(row)
     if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
         image = replay_plot(runs, out / "replay.png", "Time replay")
         page = write_report(
             out, "cotenant: time replay", {"workload": workload.description, "seed": seed},

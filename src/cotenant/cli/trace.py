@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from cotenant.errors import InputError
 from cotenant.traces.openb import load_nodes, load_pods
 from cotenant.traces.synthetic import fit_openb
 
@@ -37,5 +38,8 @@ def fit(
 ) -> None:
     """Fit synthetic-workload parameters to a trace (what the embedded default was made by)."""
     params = fit_openb(load_pods(pods), load_nodes(nodes), f"{pods.name} + {nodes.name}")
-    out.write_text(params.to_json(), encoding="utf-8")
+    try:
+        out.write_text(params.to_json(), encoding="utf-8")
+    except OSError as exc:
+        raise InputError(str(out), f"cannot write parameters: {exc.strerror}") from exc
     typer.echo(f"wrote {out}: {len(params.shapes)} pod shapes, {len(params.node_types)} node types")

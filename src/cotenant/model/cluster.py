@@ -126,8 +126,10 @@ class ClusterState:
             return ok
         free = self.gpu_free[idx]
         if shape.fractional:
-            return ok & (free.max(axis=1) >= shape.gpu_milli)
-        return ok & ((free == MILLI_PER_GPU).sum(axis=1) >= shape.num_gpu)
+            room: BoolArray = free.max(axis=1) >= shape.gpu_milli
+        else:
+            room = (free == MILLI_PER_GPU).sum(axis=1) >= shape.num_gpu
+        return ok & room
 
     # ---- mutation (simulator / agent only) ------------------------------------------------
     def allocate(self, shape: PodShape, node: int, gpus: tuple[int, ...]) -> Allocation:

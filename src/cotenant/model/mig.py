@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from cotenant.errors import InvalidLayoutError
 
@@ -124,7 +125,7 @@ class MigGeometry:
                     f"{p}: {p.profile.name} may start only at memory slice {{{starts}}}"
                 )
         ordered = sorted(placements, key=lambda p: p.start)
-        for a, b in zip(ordered, ordered[1:], strict=False):
+        for a, b in pairwise(ordered):
             if a.overlaps(b):
                 raise InvalidLayoutError(f"{a} and {b} overlap in memory slices")
         used = sum(p.profile.compute_slices for p in placements)

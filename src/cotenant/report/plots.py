@@ -14,11 +14,11 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from cotenant.sim.fragmentation import FragmentationRun  # noqa: E402
-from cotenant.sim.replay import ReplayRun  # noqa: E402
+from cotenant.sim.fragmentation import FragmentationRun
+from cotenant.sim.replay import ReplayRun
 
 
 def _by_policy(runs: Sequence[FragmentationRun]) -> dict[str, list[FragmentationRun]]:
@@ -31,8 +31,11 @@ def _by_policy(runs: Sequence[FragmentationRun]) -> dict[str, list[Fragmentation
 def mean_curve(runs: Sequence[FragmentationRun]) -> tuple[np.ndarray, np.ndarray]:
     """Allocation curve averaged over runs, on the arrived-demand range they share."""
     top = min(int(np.rint(100 * r.arrived_milli[-1] / r.capacity_milli)) for r in runs)
-    curves = [r.curve(top)[1] for r in runs]
-    return np.arange(top + 1), np.nanmean(np.vstack(curves), axis=0)
+    curves = np.vstack([r.curve(top)[1] for r in runs])
+    seen = (~np.isnan(curves)).sum(axis=0)
+    total = np.nansum(curves, axis=0)
+    mean = np.divide(total, seen, out=np.full(top + 1, np.nan), where=seen > 0)
+    return np.arange(top + 1), mean
 
 
 def allocation_plot(runs: Sequence[FragmentationRun], path: Path, title: str) -> Path:

@@ -20,7 +20,7 @@ from cotenant.model.workload import Pod
 from cotenant.policies.placement import PLACEMENT
 from cotenant.sim.fragmentation import FragmentationConfig, FragmentationRun, run_fragmentation
 
-_WORKER: dict[str, object] = {}
+_WORKER: dict[str, tuple[Cluster, Sequence[Pod], FragmentationConfig]] = {}
 
 
 def _init_worker(cluster: Cluster, pods: Sequence[Pod], config: FragmentationConfig) -> None:
@@ -28,7 +28,7 @@ def _init_worker(cluster: Cluster, pods: Sequence[Pod], config: FragmentationCon
 
 
 def _run_one(policy: str, seed: int) -> FragmentationRun:
-    cluster, pods, config = _WORKER["args"]  # type: ignore[misc]
+    cluster, pods, config = _WORKER["args"]
     return run_fragmentation(cluster, pods, policy, seed, config)
 
 

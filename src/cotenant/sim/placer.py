@@ -1,14 +1,16 @@
 """Drives a placement policy pod by pod over a :class:`ClusterState`, fast.
 
 A node's feasibility for a pod shape, and for node-local policies (see
-:mod:`cotenant.policies.placement.base`) its score, change only when that node changes, so the placer keeps, per shape, the
-last feasibility, score and GPU choice of every node with the node's version at the time, and
-recomputes only the nodes whose version moved since. Traces have few distinct shapes (151 in
-openb's default pod list) and a placement changes one node, so after warm-up a placement
-rescores a handful of nodes instead of all of them. A large batch (the first pod of a shape) is
-for policies that are costly per node (``dedupe_states``) first reduced to its distinct node states (free CPU, memory and GPU milli per GPU, GPU model,
-pods by kind): identical nodes get identical scores, and an empty cluster has few distinct
-nodes. Results are identical to scoring every node every time; the tests check that.
+:mod:`cotenant.policies.placement.base`) its score, change only when that node changes. So the
+placer keeps, per shape, the last feasibility, score and GPU choice of every node with the
+node's version at the time, and recomputes only the nodes whose version moved since. Traces
+have few distinct shapes (151 in openb's default pod list) and a placement changes one node,
+so after warm-up a placement rescores a handful of nodes instead of all of them.
+
+For policies that are costly per node (``dedupe_states``), a large batch (the first pod of a
+shape) is first reduced to its distinct node states (free CPU, memory and GPU milli per GPU,
+GPU model, pods by kind): identical nodes get identical scores, and an empty cluster has few
+distinct nodes. Results are identical to scoring every node every time; the tests check that.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import numpy as np
 from cotenant.model.cluster import Allocation, BoolArray, ClusterState, IntArray
 from cotenant.model.workload import PodShape
 from cotenant.policies.placement.base import PlacementPolicy, lowest_free_gpus, select_node
-
 
 DEDUP_MIN_BATCH = 32
 """Batches of at least this many nodes are reduced to distinct node states before scoring."""

@@ -67,17 +67,17 @@ class SyntheticParams:
         try:
             return SyntheticParams(
                 source=data["source"],
-                shapes=[tuple(s) for s in data["shapes"]],  # type: ignore[misc]
+                shapes=[(int(a), int(b), int(c), int(d)) for a, b, c, d in data["shapes"]],
                 shape_weights=data["shape_weights"],
                 qos=data["qos"],
                 lifetime=data["lifetime"],
                 arrival_gap=data["arrival_gap"],
-                node_types=[tuple(t) for t in data["node_types"]],  # type: ignore[misc]
+                node_types=[(str(m), int(g), int(c), int(r)) for m, g, c, r in data["node_types"]],
                 node_weights=data["node_weights"],
                 nodes=data["nodes"],
                 pods=data["pods"],
             )
-        except (KeyError, TypeError, IndexError) as exc:
+        except (KeyError, TypeError, IndexError, ValueError) as exc:
             raise InputError(where, f"missing or malformed field {exc}") from exc
 
 
@@ -115,7 +115,10 @@ def fit_openb(pods: Sequence[Pod], nodes: Sequence[Node], source: str) -> Synthe
         source=source,
         shapes=[s for s, _ in ranked],
         shape_weights=[n / len(pods) for _, n in ranked],
-        qos={c: {k: v / sum(cnt.values()) for k, v in sorted(cnt.items())} for c, cnt in qos.items()},
+        qos={
+            c: {k: v / sum(cnt.values()) for k, v in sorted(cnt.items())}
+            for c, cnt in qos.items()
+        },
         lifetime=lifetime,
         arrival_gap=_log_quantiles(gaps.tolist()),
         node_types=[t for t, _ in type_list],
@@ -136,7 +139,8 @@ def _log_quantiles(values: Sequence[float]) -> list[float]:
 def _draw(quantiles: Sequence[float], size: int, rng: np.random.Generator) -> np.ndarray:
     """Inverse-transform samples of ``exp(Q(u)) - 1`` with Q the tabulated quantiles."""
     u = rng.random(size)
-    return np.expm1(np.interp(u, QUANTILES, np.asarray(quantiles)))
+    drawn: np.ndarray = np.expm1(np.interp(u, QUANTILES, np.asarray(quantiles)))
+    return drawn
 
 
 def default_params() -> SyntheticParams:
@@ -147,11 +151,18 @@ def default_params() -> SyntheticParams:
 
 def load_params(path: str | Path) -> SyntheticParams:
     path = Path(path)
-    return SyntheticParams.from_json(path.read_text(encoding="utf-8"), path.name)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), f"cannot read parameters: {exc}") from exc
+    return SyntheticParams.from_json(text, path.name)
 
 
 def generate_pods(params: SyntheticParams, count: int, rng: np.random.Generator) -> list[Pod]:
-    """``count`` pods drawn from ``params``, the first arriving at time 0."""
+    """``count`` pods drawn from ``params``, the first arriving at time 0. Pods of a qos
+    without a fitted lifetime (a trace with no deletion times) never leave."""
+    if count <= 0:
+        return []
     idx = rng.choice(len(params.shapes), size=count, p=np.asarray(params.shape_weights))
     gaps = _draw(params.arrival_gap, count, rng)
     gaps[0] = 0.0
@@ -163,10 +174,10 @@ def generate_pods(params: SyntheticParams, count: int, rng: np.random.Generator)
         shape = PodShape(cpu, mem, num_gpu, milli)
         classes = params.qos[request_class(shape)]
         qos = Qos(str(rng.choice(list(classes), p=list(classes.values()))))
-        drawn = lifetimes.get(qos.value, lifetimes[Qos.LS.value])
-        life = max(1, int(drawn[i]))
+        drawn = lifetimes.get(qos.value)
         start = int(created[i])
-        pods.append(Pod(f"synth-pod-{i:05d}", shape, qos, start, start + life))
+        end = None if drawn is None else start + max(1, int(drawn[i]))
+        pods.append(Pod(f"synth-pod-{i:05d}", shape, qos, start, end))
     return pods
 
 

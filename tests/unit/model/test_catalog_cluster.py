@@ -18,7 +18,7 @@ def test_catalog_aliases_and_unknown() -> None:
     assert CATALOG.get("v100m16").name == "V100-16GB"
     assert CATALOG.get("H100").sms == 132
     assert CATALOG.get("G2").memory_mib is None
-    with pytest.raises(UnknownNameError, match="valid: .*A100-40GB"):
+    with pytest.raises(UnknownNameError, match=r"valid: .*A100-40GB"):
         CATALOG.get("RTX9090")
 
 

@@ -9,7 +9,7 @@ from cotenant.errors import CotenantError, UnknownNameError
 from cotenant.model.cluster import Cluster, ClusterState
 from cotenant.model.gpu import CATALOG
 from cotenant.model.workload import Node, PodShape
-from cotenant.policies.placement import PLACEMENT, select_node
+from cotenant.policies.placement import PLACEMENT, Scores, select_node
 from cotenant.policies.placement.frag import FragModel, TypicalPods
 from cotenant.registry import Registry
 
@@ -21,7 +21,9 @@ def two_node_cluster() -> Cluster:
     return Cluster([Node("a", 64_000, 256_000, 2, g2), Node("b", 64_000, 256_000, 2, g2)])
 
 
-def scores(policy: str, state: ClusterState, shape: PodShape, workload: list[PodShape] | None = None):
+def scores(
+    policy: str, state: ClusterState, shape: PodShape, workload: list[PodShape] | None = None
+) -> tuple[np.ndarray, Scores]:
     chosen = PLACEMENT.create(policy, workload=workload or [shape])
     nodes = np.flatnonzero(state.feasible(shape))
     return nodes, chosen.score(state, shape, nodes, RNG)
@@ -59,7 +61,7 @@ def test_best_fit_prefers_fuller_node_and_tightest_gpu() -> None:
     state = ClusterState(two_node_cluster())
     state.allocate(PodShape(0, 0, 1, 400), 1, (1,))  # node b: GPUs [1000, 600]
     shape = PodShape(1000, 0, 1, 500)
-    nodes, sc = scores("best-fit", state, shape)
+    _, sc = scores("best-fit", state, shape)
     assert sc.score[1] > sc.score[0]
     assert sc.gpu[1] == 1  # 600 free fits 500 more tightly than 1000
 
@@ -67,18 +69,18 @@ def test_best_fit_prefers_fuller_node_and_tightest_gpu() -> None:
 def test_dot_product_prefers_smaller_product() -> None:
     state = ClusterState(two_node_cluster())
     state.allocate(PodShape(40_000, 0, 0, 0), 0, ())  # node a has less free CPU
-    nodes, sc = scores("dot-product", state, PodShape(8000, 0, 1, 1000))
+    _, sc = scores("dot-product", state, PodShape(8000, 0, 1, 1000))
     assert sc.score[0] > sc.score[1]
 
 
 def test_gpu_packing_prefers_used_gpu_then_used_node() -> None:
     state = ClusterState(two_node_cluster())
     state.allocate(PodShape(0, 0, 1, 300), 0, (0,))  # node a: GPU 0 in use
-    nodes, sc = scores("gpu-packing", state, PodShape(0, 0, 1, 500))
+    _, sc = scores("gpu-packing", state, PodShape(0, 0, 1, 500))
     assert sc.score.tolist() == [100 - 700 // 100, 31]  # used GPU: 93; empty 2-GPU node: 31
-    nodes, sc = scores("gpu-packing", state, PodShape(0, 0, 1, 1000))
+    _, sc = scores("gpu-packing", state, PodShape(0, 0, 1, 1000))
     assert sc.score.tolist() == [49, 31]
-    nodes, sc = scores("gpu-packing", state, PodShape(100, 0, 0, 0))
+    _, sc = scores("gpu-packing", state, PodShape(100, 0, 0, 0))
     assert sc.score.tolist() == [0, 0]
 
 

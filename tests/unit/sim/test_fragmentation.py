@@ -78,7 +78,8 @@ def test_curve_and_summary(synthetic_workload: tuple[Cluster, list[Pod]]) -> Non
     cluster, pods = synthetic_workload
     run = run_fragmentation(cluster, pods, "best-fit", 3)
     xs, ys = run.curve()
-    assert xs[0] == 0 and xs[-1] == 130
+    assert xs[0] == 0
+    assert xs[-1] == 130
     assert np.nanmax(ys) <= 100.0
     assert np.all(np.diff(ys[~np.isnan(ys)]) >= -1e-9)  # allocation never shrinks
     assert ys[50] == pytest.approx(50.0, abs=1.5)  # a half-full cluster takes nearly all
@@ -105,8 +106,10 @@ def test_no_policy_ever_breaks_capacity(
         assert (alloc is not None) == fits_somewhere
         if alloc is not None and shape.gpu_spec:
             assert cluster.nodes[alloc.node].gpu_model.name in shape.gpu_spec  # type: ignore[union-attr]
-    assert (state.gpu_free >= 0).all() and (state.gpu_free <= 1000).all()
-    assert (state.cpu_free >= 0).all() and (state.mem_free >= 0).all()
+    assert (state.gpu_free >= 0).all()
+    assert (state.gpu_free <= 1000).all()
+    assert (state.cpu_free >= 0).all()
+    assert (state.mem_free >= 0).all()
 
 
 def test_golden_small_trace() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections import Counter
@@ -63,7 +64,7 @@ def test_default_quantiles_are_101_and_non_decreasing() -> None:
     assert "LS" in params.lifetime
     for table in tables:
         assert len(table) == 101
-        assert all(a <= b for a, b in zip(table, table[1:], strict=False))
+        assert all(a <= b for a, b in itertools.pairwise(table))
 
 
 # --- JSON ------------------------------------------------------------------------------------
@@ -115,8 +116,11 @@ def test_generate_nodes_full_size_reproduces_fitted_counts() -> None:
     params = default_params()
     nodes = generate_nodes(params, params.nodes, np.random.default_rng(3))
     assert len(nodes) == params.nodes
-    got = Counter((n.gpu_model.name, n.gpu_count, n.cpu_milli, n.memory_mib) for n in nodes
-                  if n.gpu_model is not None)
+    got = Counter(
+        (n.gpu_model.name, n.gpu_count, n.cpu_milli, n.memory_mib)
+        for n in nodes
+        if n.gpu_model is not None
+    )
     want = {
         tuple(t): round(w * params.nodes)
         for t, w in zip(params.node_types, params.node_weights, strict=True)
@@ -137,8 +141,10 @@ def test_generate_nodes_seed_shuffles_but_keeps_mix() -> None:
     params = default_params()
     a = generate_nodes(params, 100, np.random.default_rng(1))
     b = generate_nodes(params, 100, np.random.default_rng(2))
+
     def mix(nodes: list[Node]) -> Counter[tuple[int, int]]:
         return Counter((n.gpu_count, n.cpu_milli) for n in nodes)
+
     assert mix(a) == mix(b)
     assert [n.gpu_count for n in a] != [n.gpu_count for n in b]
 
@@ -257,12 +263,6 @@ def test_fitted_params_generate_a_workload() -> None:
     assert [n.gpu_count for n in generate_nodes(params, 3, rng)] == [8, 8, 8]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=KeyError,
-    reason="src bug: generate_pods needs an LS lifetime table even when the fit had none "
-    "(pods without deletion_time, e.g. the multigpu trace format)",
-)
 def test_params_fitted_without_deletion_times_still_generate() -> None:
     pods = [_pod(f"p{i}", s, Qos.LS, 0, None) for i, s in enumerate([CPU, FRAC, WHOLE])]
     params = fit_openb(pods, [Node("n0", 96000, 393216, 8, CATALOG.get("G2"))], "no-deletions")

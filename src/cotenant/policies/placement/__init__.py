@@ -8,4 +8,13 @@ from cotenant.policies.placement import fgd, fit, packing, random_
 from cotenant.policies.placement.base import PlacementPolicy, Scores, select_node
 from cotenant.policies.placement.registry import PLACEMENT
 
-__all__ = ["PLACEMENT", "PlacementPolicy", "Scores", "fgd", "fit", "packing", "random_", "select_node"]
+__all__ = [
+    "PLACEMENT",
+    "PlacementPolicy",
+    "Scores",
+    "fgd",
+    "fit",
+    "packing",
+    "random_",
+    "select_node",
+]

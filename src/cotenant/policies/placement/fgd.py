@@ -54,7 +54,7 @@ class FgdPolicy(PlacementPolicy):
         fm = self.model(state)
         free = state.gpu_free[nodes]
         cpu = state.cpu_free[nodes]
-        fit_count, small, idle = fm.parts(free, nodes)
+        fit_count, small, idle = fm.parts(free)
         before = fm.combine(fit_count, small, idle, cpu, nodes)
         cpu_after = cpu - shape.cpu_milli
         if shape.fractional:

@@ -86,9 +86,7 @@ class FragModel:
                 access[:, j] = cluster.spec_mask(s.gpu_spec)
         self.access: BoolArray = access & (self.milli > 0)[None, :]
 
-    def parts(
-        self, free: IntArray, nodes: IntArray
-    ) -> tuple[IntArray, IntArray, IntArray]:
+    def parts(self, free: IntArray) -> tuple[IntArray, IntArray, IntArray]:
         """Per node and shape: GPUs that fit the shape, milli on GPUs too small; and idle."""
         fits = free[:, :, None] >= self.milli[None, None, :]
         fit_count: IntArray = fits.sum(axis=1)
@@ -116,5 +114,5 @@ class FragModel:
 
     def node_frag(self, free: IntArray, cpu_left: IntArray, nodes: IntArray) -> FloatArray:
         """F_n for each of ``nodes`` given their free GPU milli (nodes x GPUs) and CPU."""
-        fit_count, small, idle = self.parts(free, nodes)
+        fit_count, small, idle = self.parts(free)
         return self.combine(fit_count, small, idle, cpu_left, nodes)
