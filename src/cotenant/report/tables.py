@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich import box
 from rich.table import Table
 
 from cotenant.sim.experiment import PolicySummary
@@ -11,11 +12,11 @@ from cotenant.sim.experiment import PolicySummary
 HEADERS = (
     "policy",
     "seeds",
-    "GPU alloc % @ {at}% demand",
+    "alloc%@{at}",
     "std",
-    "alloc % at end",
-    "fragmented % @ {at}%",
-    "failed pods",
+    "alloc%@end",
+    "frag%@{at}",
+    "failed",
 )
 
 
@@ -39,9 +40,17 @@ def headers(at_percent: int) -> list[str]:
 
 
 def summary_table(summary: Sequence[PolicySummary], at_percent: int, title: str) -> Table:
-    table = Table(title=title)
+    table = Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        caption=(
+            f"GPU capacity allocated (alloc%) and fragmented (frag%) when arrived demand is "
+            f"{at_percent}% of capacity, and allocated at the end"
+        ),
+    )
     for i, head in enumerate(headers(at_percent)):
-        table.add_column(head, justify="left" if i == 0 else "right")
+        table.add_column(head, justify="left" if i == 0 else "right", no_wrap=True)
     best = max((s.alloc_mean for s in summary), default=0.0)
     for s, row in zip(summary, summary_rows(summary), strict=True):
         style = "bold green" if s.alloc_mean == best else None
