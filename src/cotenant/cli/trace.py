@@ -24,9 +24,13 @@ def check(
     gpu_milli = sum(p.shape.gpu_milli_total for p in pod_list)
     typer.echo(f"{pods.name}: {len(pod_list)} pods, GPU demand {gpu_milli / 1000:.1f} GPUs")
     if nodes is not None:
-        node_list = load_nodes(nodes)
-        gpus = sum(n.gpu_count for n in node_list)
-        typer.echo(f"{nodes.name}: {len(node_list)} GPU nodes, {gpus} GPUs")
+        every_node = load_nodes(nodes, gpu_only=False)
+        gpus = sum(n.gpu_count for n in every_node)
+        gpu_nodes = sum(1 for n in every_node if n.gpu_count)
+        typer.echo(
+            f"{nodes.name}: {gpu_nodes} GPU nodes, {gpus} GPUs, "
+            f"{len(every_node) - gpu_nodes} CPU-only nodes (left out of simulations)"
+        )
         typer.echo(f"demand / capacity: {gpu_milli / (1000 * gpus):.1%}")
 
 

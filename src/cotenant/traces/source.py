@@ -51,11 +51,14 @@ def load_workload(
                     str(pods), f"no node list given and no {DEFAULT_NODE_LIST} beside it",
                     hint="pass --nodes PATH",
                 )
-        node_list = load_nodes(nodes)
+        every_node = load_nodes(nodes, gpu_only=False)
+        node_list = [n for n in every_node if n.gpu_count > 0]
         if not node_list:
             raise InputError(str(nodes), "no GPU nodes in the node list")
+        skipped = len(every_node) - len(node_list)
+        note = f" ({skipped} CPU-only nodes left out)" if skipped else ""
         return Workload(
-            Cluster(node_list), load_pods(pods), f"openb trace {pods.name} on {nodes.name}"
+            Cluster(node_list), load_pods(pods), f"openb trace {pods.name} on {nodes.name}{note}"
         )
     if nodes is not None:
         raise InputError(str(nodes), "--nodes needs --pods", hint="or leave both out")

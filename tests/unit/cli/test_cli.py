@@ -287,7 +287,9 @@ def test_simulate_on_csv_trace(
     data = json.loads(out)
     assert data["settings"]["nodes"] == 2
     assert data["settings"]["GPUs"] == 6
-    assert data["settings"]["workload"] == "openb trace pods.csv on nodes.csv"
+    assert data["settings"]["workload"] == (
+        "openb trace pods.csv on nodes.csv (1 CPU-only nodes left out)"
+    )
 
 
 def test_replay_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -323,7 +325,9 @@ def test_trace_check(capsys: pytest.CaptureFixture[str], trace: tuple[Path, Path
     assert code == 0
     lines = out.strip().splitlines()
     assert lines[0] == "pods.csv: 3 pods, GPU demand 2.5 GPUs"
-    assert lines[1] == "nodes.csv: 2 GPU nodes, 6 GPUs"
+    assert lines[1] == (
+        "nodes.csv: 2 GPU nodes, 6 GPUs, 1 CPU-only nodes (left out of simulations)"
+    )
     assert lines[2] == "demand / capacity: 41.7%"
 
 

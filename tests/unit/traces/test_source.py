@@ -82,7 +82,9 @@ def test_node_list_beside_pods_is_found(tmp_path: Path) -> None:
     workload = load_workload(pods)
     assert workload.cluster.size == 1  # the CPU-only node is left out
     assert [p.name for p in workload.pods] == ["a", "b", "c"]
-    assert workload.description == f"openb trace pods.csv on {DEFAULT_NODE_LIST}"
+    assert workload.description == (
+        f"openb trace pods.csv on {DEFAULT_NODE_LIST} (1 CPU-only nodes left out)"
+    )
 
 
 def test_explicit_node_list(tmp_path: Path) -> None:
