@@ -49,6 +49,10 @@ class Registry(Generic[T]):
             return self._aliases[key]
         raise UnknownNameError(self.kind, name, self._factories)
 
+    def get(self, name: str) -> Callable[..., T]:
+        """The callable registered as ``name`` (or alias), uncalled."""
+        return self._factories[self.canonical(name)]
+
     def create(self, name: str, **kwargs: object) -> T:
         """Build the plug-in called ``name`` (a registered name, alias, or ``module:attr``)."""
         if ":" in name:

@@ -1,0 +1,81 @@
+"""``cotenant plan mig``: MIG layouts that meet every service's demand on the fewest GPUs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from cotenant.errors import InputError
+from cotenant.model.serving import parse_spec
+from cotenant.perf.mig_profiles import ProfileTable, default_table, load_csv
+from cotenant.policies.partition import PARTITION
+from cotenant.policies.partition.export import to_json, to_mig_parted
+from cotenant.policies.partition.planner import plan_spec
+
+app = typer.Typer(help="Plan GPU partitions.", no_args_is_help=True)
+
+
+def _load_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read: {exc.strerror}") from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{path.name}{line}", "not valid YAML") from exc
+
+
+@app.command("mig")
+def mig(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="ServingPlan spec")],
+    solver: Annotated[
+        str, typer.Option(help=f"one of: {', '.join(PARTITION.names())}")
+    ] = "auto",
+    time_limit: Annotated[float, typer.Option(min=0.01, help="seconds for the solver")] = 10.0,
+    profiles: Annotated[
+        Path | None, typer.Option(help="profile CSV (model,gpu,profile,batch,...)")
+    ] = None,
+    mig_parted: Annotated[
+        Path | None, typer.Option("--mig-parted", help="write a mig-parted config here")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print the plan as JSON")] = False,
+) -> None:
+    """Plan MIG layouts and instance assignments for a ServingPlan spec."""
+    spec = parse_spec(_load_yaml(spec_path), spec_path.name)
+    table: ProfileTable = load_csv(profiles) if profiles else default_table()
+    problem, plan = plan_spec(spec, table, PARTITION.canonical(solver), time_limit)
+    data = to_json(problem, plan, spec.gpu.name)
+    if mig_parted is not None:
+        mig_parted.write_text(
+            yaml.safe_dump(to_mig_parted(plan, spec.gpu.name), sort_keys=False),
+            encoding="utf-8",
+        )
+    if json_out:
+        typer.echo(json.dumps(data, indent=2))
+        return
+    console = Console()
+    status = "optimal" if plan.optimal else f"gap {plan.gap:.1%} to lower bound {plan.lower_bound}"
+    console.print(
+        f"{plan.gpu_count} x {spec.gpu.name} ({plan.solver}, {status}, {plan.seconds:.2f} s)"
+    )
+    layouts = Table(title="layouts")
+    layouts.add_column("layout")
+    layouts.add_column("GPUs", justify="right")
+    for layout, count in data["layouts"].items():
+        layouts.add_row(layout, str(count))
+    console.print(layouts)
+    services = Table(title="services")
+    for col in ("service", "demand req/s", "capacity req/s"):
+        services.add_column(col, justify="left" if col == "service" else "right")
+    for row in data["services"]:
+        services.add_row(row["name"], f"{row['demand_rps']:.1f}", f"{row['capacity_rps']:.1f}")
+    console.print(services)

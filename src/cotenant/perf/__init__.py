@@ -1,0 +1,1 @@
+"""Performance models: measured and derived throughput/latency of DNNs on GPU slices."""

@@ -1,0 +1,19 @@
+"""MIG partition planning: choose every GPU's MIG layout and which instance serves which
+service, so that every service meets its demand on the fewest GPUs. Optimisers are
+registered by name in :data:`PARTITION`."""
+
+from cotenant.policies.partition import auto, baseline, greedy, milp
+from cotenant.policies.partition.problem import GpuPlan, PartitionProblem, Plan, verify
+from cotenant.policies.partition.registry import PARTITION
+
+__all__ = [
+    "PARTITION",
+    "GpuPlan",
+    "PartitionProblem",
+    "Plan",
+    "auto",
+    "baseline",
+    "greedy",
+    "milp",
+    "verify",
+]

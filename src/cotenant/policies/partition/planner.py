@@ -1,0 +1,60 @@
+"""From a serving spec and a profile table to a partition problem and a plan.
+
+For every service and every compute profile of the GPU model, the rate one instance sustains
+is the profile table's best throughput whose latency meets the service's SLO. A service that
+no profile can serve within its SLO is rejected with the best latency on offer, and a model
+the table does not know is rejected with the list of known ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cotenant.errors import InputError, UnknownNameError
+from cotenant.model.serving import ServingSpec
+from cotenant.perf.mig_profiles import ProfileTable
+from cotenant.policies.partition.problem import PartitionProblem, Plan, verify
+from cotenant.policies.partition.registry import PARTITION
+
+
+def build_problem(spec: ServingSpec, table: ProfileTable) -> PartitionProblem:
+    """The rate matrix for ``spec`` on its GPU model."""
+    geometry = spec.gpu.mig
+    if geometry is None:  # parse_spec already refuses non-MIG models
+        raise InputError("spec.gpu", f"{spec.gpu.name} has no MIG")
+    layouts = tuple(geometry.enumerate_maximal())
+    profiles = tuple(
+        sorted({p.profile.name for lay in layouts for p in lay.placements},
+               key=lambda n: geometry.profile(n).compute_slices)
+    )
+    rate = np.zeros((len(spec.services), len(profiles)))
+    for s, service in enumerate(spec.services):
+        where = f"services[{s}] {service.name}"
+        try:
+            table.check(service.model, spec.gpu.name)
+        except UnknownNameError as exc:
+            raise InputError(where, exc.message) from exc
+        for j, profile in enumerate(profiles):
+            cap = table.capacity(service.model, spec.gpu.name, profile, service.slo_ms)
+            rate[s, j] = cap.throughput if cap is not None else 0.0
+        if service.rate > 0 and rate[s].max() <= 0:
+            best = table.best_latency(service.model, spec.gpu.name)
+            raise InputError(
+                where,
+                f"no MIG profile of {spec.gpu.name} meets an SLO of {service.slo_ms:g} ms for "
+                f"{service.model}; the best latency available is {best:g} ms",
+            )
+    demand = np.array([s.rate for s in spec.services], dtype=np.float64)
+    return PartitionProblem(
+        geometry, tuple(s.name for s in spec.services), demand, profiles, rate, layouts
+    )
+
+
+def plan_spec(
+    spec: ServingSpec, table: ProfileTable, solver: str = "auto", time_limit: float = 10.0
+) -> tuple[PartitionProblem, Plan]:
+    """Plan ``spec`` with ``solver`` and prove the plan valid before returning it."""
+    problem = build_problem(spec, table)
+    plan = PARTITION.get(solver)(problem, time_limit)
+    verify(problem, plan)
+    return problem, plan

@@ -1,0 +1,160 @@
+"""The partition problem as plain arrays, and a plan with its checker.
+
+A problem has S services with demands ``d_s`` (req/s) and a rate matrix ``r[s, p]``: the
+req/s one instance of profile p sustains for service s within its latency target (0 where no
+batch size meets it). Profiles are the GPU model's one-per-compute-size set (1g, 2g, 3g, 4g,
+7g on A100/H100/H200), and ``layouts`` are the model's maximal valid layouts; any valid layout
+is a subset of a maximal one, so nothing is lost by planning over maximal layouts and leaving
+instances idle.
+
+A :class:`Plan` lists GPUs, each a valid :class:`MigLayout` whose instances are assigned to
+services (or idle). :func:`verify` proves what every optimiser must guarantee: each layout is
+valid by the catalog and each service's assigned capacity covers its demand.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from cotenant.errors import InfeasibleError
+from cotenant.model.mig import MigGeometry, MigLayout, MigPlacement
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+TOLERANCE = 1e-9
+"""Relative slack when comparing capacity with demand (solvers work in floating point)."""
+MIN_DEMAND = 1e-3
+"""Demands below this (req/s: one request per 17 minutes) are planned as zero."""
+
+
+def unmet(capacity: float, demand: float) -> bool:
+    """Whether ``capacity`` falls short of ``demand`` beyond :data:`TOLERANCE`."""
+    return capacity < demand - TOLERANCE * max(1.0, demand)
+
+
+@dataclass(frozen=True)
+class PartitionProblem:
+    """Services x profiles rates, demands, and the layouts to choose from."""
+
+    geometry: MigGeometry
+    services: tuple[str, ...]
+    demand: FloatArray  # (S,)
+    profiles: tuple[str, ...]  # (P,) profile names
+    rate: FloatArray  # (S, P) req/s per instance
+    layouts: tuple[MigLayout, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        demand = np.where(self.demand < MIN_DEMAND, 0.0, self.demand).astype(np.float64)
+        object.__setattr__(self, "demand", demand)
+        if not self.layouts:
+            object.__setattr__(self, "layouts", tuple(self.geometry.enumerate_maximal()))
+        unmet = [
+            s for i, s in enumerate(self.services) if self.demand[i] > 0 and self.rate[i].max() <= 0
+        ]
+        if unmet:
+            raise InfeasibleError("no MIG profile meets the latency target", unmet)
+
+    @property
+    def slices(self) -> IntArray:
+        """Compute slices per profile."""
+        return np.array(
+            [self.geometry.profile(p).compute_slices for p in self.profiles], dtype=np.int64
+        )
+
+    def layout_counts(self) -> IntArray:
+        """(L, P): instances of each profile in each layout."""
+        counts = np.zeros((len(self.layouts), len(self.profiles)), dtype=np.int64)
+        index = {p: j for j, p in enumerate(self.profiles)}
+        for i, layout in enumerate(self.layouts):
+            for name, n in layout.profile_counts().items():
+                if name in index:
+                    counts[i, index[name]] = n
+        return counts
+
+
+@dataclass(frozen=True)
+class GpuPlan:
+    """One GPU: its layout and, per instance, the service it serves (None: idle)."""
+
+    layout: MigLayout
+    assignment: tuple[tuple[MigPlacement, str | None], ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A partition plan and what is known about its quality."""
+
+    solver: str
+    gpus: tuple[GpuPlan, ...]
+    lower_bound: int  # no plan uses fewer GPUs
+    optimal: bool
+    seconds: float = 0.0
+    speedup: float = 1.0  # rate multiplier of every instance (whole GPUs without MIG: > 1)
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.gpus)
+
+    @property
+    def gap(self) -> float:
+        """Relative distance to the lower bound: (GPUs - bound) / GPUs."""
+        return 0.0 if not self.gpus else (self.gpu_count - self.lower_bound) / self.gpu_count
+
+
+def served(problem: PartitionProblem, plan: Plan) -> FloatArray:
+    """Capacity (req/s) the plan gives each service."""
+    index = {s: i for i, s in enumerate(problem.services)}
+    column = {p: j for j, p in enumerate(problem.profiles)}
+    total = np.zeros(len(problem.services))
+    for gpu in plan.gpus:
+        for placement, service in gpu.assignment:
+            if service is not None:
+                rate = problem.rate[index[service], column[placement.profile.name]]
+                total[index[service]] += rate * plan.speedup
+    return total
+
+
+def verify(problem: PartitionProblem, plan: Plan) -> None:
+    """Raise :class:`InfeasibleError` unless every layout is valid and every demand met."""
+    reasons = []
+    for g, gpu in enumerate(plan.gpus):
+        problem.geometry.check(gpu.layout.placements)
+        if Counter(p for p, _ in gpu.assignment) != Counter(gpu.layout.placements):
+            reasons.append(f"GPU {g}: assignment does not match its layout")
+    have = served(problem, plan)
+    for i, name in enumerate(problem.services):
+        if unmet(float(have[i]), float(problem.demand[i])):
+            reasons.append(f"{name}: {have[i]:.1f} req/s < demand {problem.demand[i]:.1f}")
+    if reasons:
+        raise InfeasibleError(f"plan {plan.solver!r} is not valid", reasons)
+
+
+def realise(
+    problem: PartitionProblem, layout_use: IntArray, instances: IntArray
+) -> tuple[GpuPlan, ...]:
+    """GPUs from layout counts ``layout_use`` (L,) and per-service instance counts
+    ``instances`` (S, P): instances of a profile are interchangeable, so each GPU's instances
+    are handed to services that still need that profile, largest need first."""
+    need = instances.copy()
+    gpus = []
+    for li, count in enumerate(layout_use):
+        layout = problem.layouts[li]
+        for _ in range(int(count)):
+            assignment: list[tuple[MigPlacement, str | None]] = []
+            for placement in layout.placements:
+                j = problem.profiles.index(placement.profile.name)
+                s = int(need[:, j].argmax())
+                if need[s, j] > 0:
+                    need[s, j] -= 1
+                    assignment.append((placement, problem.services[s]))
+                else:
+                    assignment.append((placement, None))
+            gpus.append(GpuPlan(layout, tuple(assignment)))
+    if (need > 0).any():
+        raise InfeasibleError("layouts hold fewer instances than the services were given")
+    return tuple(gpus)

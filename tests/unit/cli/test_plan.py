@@ -1,0 +1,99 @@
+"""``cotenant plan mig`` end to end on the default profile table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cotenant.cli.main import main
+from cotenant.model.gpu import CATALOG
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "serving-plan.yaml"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    code = info.value.code
+    return (code if isinstance(code, int) else 0), out, err
+
+
+def spec_file(tmp_path: Path, **service: object) -> Path:
+    doc = {
+        "apiVersion": "cotenant/v1alpha1",
+        "kind": "ServingPlan",
+        "gpu": "A100-40GB",
+        "services": [{"name": "svc", "model": "resnet50", "rate": 100, "sloMs": 50, **service}],
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+def test_example_plan_meets_every_demand(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_yaml = tmp_path / "mig.yaml"
+    code, out, _ = run(
+        capsys, "plan", "mig", str(EXAMPLE), "--json", "--mig-parted", str(out_yaml)
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["gpus"] >= data["lower_bound"] >= 1
+    for svc in data["services"]:
+        assert svc["capacity_rps"] >= svc["demand_rps"]
+    whole = json.loads(run(capsys, "plan", "mig", str(EXAMPLE), "--json", "--solver",
+                           "whole-gpu")[1])
+    assert data["gpus"] < whole["gpus"]
+    geometry = CATALOG.get("A100-40GB").mig
+    assert geometry is not None
+    configs = yaml.safe_load(out_yaml.read_text())["mig-configs"]
+    for (selection,) in configs.values():
+        names = [n for n, c in selection["mig-devices"].items() for _ in range(c)]
+        geometry.parse(",".join(names))
+
+
+def test_unmeetable_slo_names_service_and_best_latency(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = run(capsys, "plan", "mig", str(spec_file(tmp_path, sloMs=2)))
+    assert code == 2
+    line = err.strip()
+    assert "\n" not in line
+    assert "svc" in line
+    assert "best latency available is 14.8 ms" in line  # resnet50 on 7g.40gb, batch 32
+
+
+def test_unknown_model_lists_known(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "plan", "mig", str(spec_file(tmp_path, model="gpt-9")))
+    assert code == 2
+    assert "gpt-9" in err
+    assert "resnet50" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("service", "needle"),
+    [({"rate": -1}, "services[0].rate"), ({"speed": 3}, "services[0].speed: unknown key")],
+)
+def test_bad_spec_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, service: dict[str, object], needle: str
+) -> None:
+    code, _, err = run(capsys, "plan", "mig", str(spec_file(tmp_path, **service)))
+    assert code == 2
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_malformed_yaml(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: [unclosed\n", encoding="utf-8")
+    code, _, err = run(capsys, "plan", "mig", str(bad))
+    assert code == 2
+    assert "bad.yaml" in err
+    assert "not valid YAML" in err
