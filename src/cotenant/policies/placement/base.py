@@ -42,6 +42,11 @@ class PlacementPolicy(ABC):
     dedupe_states: bool = False
     """Costly per node: callers should score each distinct node state once."""
 
+    def __init__(self, **_: object) -> None:
+        """Policies are built by the registry with the same keywords (``workload=...``);
+        those that need none ignore them."""
+        super().__init__()
+
     @abstractmethod
     def score(
         self, state: ClusterState, shape: PodShape, nodes: IntArray, rng: np.random.Generator

@@ -46,9 +46,6 @@ class BestFitPolicy(PlacementPolicy):
 
     name = "best-fit"
 
-    def __init__(self, **_: object) -> None:
-        pass
-
     def score(
         self, state: ClusterState, shape: PodShape, nodes: IntArray, rng: np.random.Generator
     ) -> Scores:
@@ -63,9 +60,6 @@ class DotProductPolicy(PlacementPolicy):
     """Smallest dot product of free resources and demand."""
 
     name = "dot-product"
-
-    def __init__(self, **_: object) -> None:
-        pass
 
     def score(
         self, state: ClusterState, shape: PodShape, nodes: IntArray, rng: np.random.Generator

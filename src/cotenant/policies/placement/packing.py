@@ -37,9 +37,6 @@ class GpuPackingPolicy(PlacementPolicy):
 
     name = "gpu-packing"
 
-    def __init__(self, **_: object) -> None:
-        pass
-
     def score(
         self, state: ClusterState, shape: PodShape, nodes: IntArray, rng: np.random.Generator
     ) -> Scores:
@@ -67,9 +64,6 @@ class GpuClusteringPolicy(PlacementPolicy):
     """Pods of the same kind together."""
 
     name = "gpu-clustering"
-
-    def __init__(self, **_: object) -> None:
-        pass
 
     def score(
         self, state: ClusterState, shape: PodShape, nodes: IntArray, rng: np.random.Generator

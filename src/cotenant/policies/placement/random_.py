@@ -19,9 +19,6 @@ class RandomPolicy(PlacementPolicy):
     name = "random"
     node_local = False
 
-    def __init__(self, **_: object) -> None:
-        pass
-
     def score(
         self, state: ClusterState, shape: PodShape, nodes: IntArray, rng: np.random.Generator
     ) -> Scores:
