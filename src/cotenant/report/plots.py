@@ -16,9 +16,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from cotenant.sim.fragmentation import FragmentationRun
 from cotenant.sim.replay import ReplayRun
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _by_policy(runs: Sequence[FragmentationRun]) -> dict[str, list[FragmentationRun]]:
@@ -53,10 +61,7 @@ def allocation_plot(runs: Sequence[FragmentationRun], path: Path, title: str) ->
     full.set_title(title)
     zoom.set_title("zoom: 80% demand and beyond")
     zoom.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def fragmentation_plot(runs: Sequence[FragmentationRun], path: Path, title: str) -> Path:
@@ -77,10 +82,7 @@ def fragmentation_plot(runs: Sequence[FragmentationRun], path: Path, title: str)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def replay_plot(runs: Sequence[ReplayRun], path: Path, title: str) -> Path:
@@ -96,7 +98,4 @@ def replay_plot(runs: Sequence[ReplayRun], path: Path, title: str) -> Path:
         ax.grid(alpha=0.3)
     alloc.set_title(title)
     frag.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)

@@ -22,7 +22,7 @@ import numpy.typing as npt
 from cotenant.model.cluster import Cluster, ClusterState, IntArray
 from cotenant.model.workload import Pod, PodShape
 from cotenant.policies.placement import PLACEMENT
-from cotenant.policies.placement.frag import FragModel, TypicalPods
+from cotenant.policies.placement.frag import FragModel, FragTracker, TypicalPods
 from cotenant.sim.placer import Placer
 
 FloatArray = npt.NDArray[np.float64]
@@ -125,10 +125,7 @@ def run_fragmentation(
     chosen = PLACEMENT.create(policy, workload=workload)
     state = ClusterState(cluster)
     placer = Placer(chosen, state, rank, rng, cache=config.cache)
-    frag_model = FragModel(typical, cluster)
-    all_nodes = np.arange(cluster.size)
-    node_frag = frag_model.node_frag(state.gpu_free, state.cpu_free, all_nodes)
-    frag_version = state.version.copy()
+    frag = FragTracker(FragModel(typical, cluster), state)
 
     n = len(order)
     arrived = np.empty(n, np.int64)
@@ -149,14 +146,8 @@ def run_fragmentation(
         arrived[i] = demand
         used[i] = allocated
         if 100 * demand >= next_pct * capacity:
-            changed = np.flatnonzero(state.version != frag_version)
-            if changed.size:
-                node_frag[changed] = frag_model.node_frag(
-                    state.gpu_free[changed], state.cpu_free[changed], changed
-                )
-                frag_version[changed] = state.version[changed]
             frag_pct.append(next_pct)
-            frag_val.append(float(node_frag.sum()))
+            frag_val.append(frag.total())
             next_pct = 100 * demand // capacity + 1
     return FragmentationRun(
         chosen.name,

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from cotenant.model.cluster import Allocation, Cluster, ClusterState
-from cotenant.model.workload import Pod, PodShape
+from cotenant.model.cluster import Cluster, ClusterState
+from cotenant.model.workload import Pod
 from cotenant.policies.placement import PLACEMENT
-from cotenant.policies.placement.frag import FragModel, TypicalPods
+from cotenant.policies.placement.frag import FragModel, FragTracker, TypicalPods
 from cotenant.sim.engine import Engine, Event, Priority
 from cotenant.sim.placer import Placer
 
@@ -65,8 +65,8 @@ def run_replay(
     chosen = PLACEMENT.create(policy, workload=workload)
     state = ClusterState(cluster)
     placer = Placer(chosen, state, rank, rng)
-    frag_model = FragModel(TypicalPods.from_shapes(workload, config.coverage), cluster)
-    nodes = np.arange(cluster.size)
+    typical = TypicalPods.from_shapes(workload, config.coverage)
+    tracker = FragTracker(FragModel(typical, cluster), state)
     engine = Engine()
     samples: list[tuple[float, float, float, int]] = []
     counters = {"arrivals": 0, "failed": 0, "departures": 0, "running": 0}
@@ -86,18 +86,17 @@ def run_replay(
 
     def depart(event: Event) -> None:
         shape, alloc = event.payload
-        _release(state, shape, alloc)
+        state.release(shape, alloc)
         counters["departures"] += 1
         counters["running"] -= 1
 
     def sample(event: Event) -> list[tuple[float, int, str, Any]] | None:
-        frag = frag_model.node_frag(state.gpu_free, state.cpu_free, nodes).sum()
         cap = cluster.total_gpu_milli
         samples.append(
             (
                 event.time,
                 100.0 * state.gpu_allocated_milli() / cap,
-                100.0 * float(frag) / cap,
+                100.0 * tracker.total() / cap,
                 counters["running"],
             )
         )
@@ -126,6 +125,3 @@ def run_replay(
         counters["departures"],
     )
 
-
-def _release(state: ClusterState, shape: PodShape, alloc: Allocation) -> None:
-    state.release(shape, alloc)

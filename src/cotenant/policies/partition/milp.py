@@ -85,9 +85,11 @@ def solve_milp(problem: PartitionProblem, time_limit: float = 10.0) -> Plan:
     layout_use = x[:n_layouts]
     instances = x[n_layouts:].reshape(len(problem.services), len(problem.profiles))
     gpus = realise(problem, layout_use, instances)
-    bound = lp_bound(problem)
+    # HiGHS's dual bound is at least the LP relaxation's; solve the LP only without one.
     dual = getattr(res, "mip_dual_bound", None)
     if dual is not None and np.isfinite(dual):
-        bound = max(bound, math.ceil(dual - 1e-6))
+        bound = math.ceil(float(dual) - 1e-6)
+    else:
+        bound = lp_bound(problem)
     optimal = res.status == 0 or len(gpus) <= bound
     return Plan("milp", gpus, min(bound, len(gpus)), optimal, time.perf_counter() - start)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from cotenant.model.cluster import BoolArray, Cluster, IntArray
+from cotenant.model.cluster import BoolArray, Cluster, ClusterState, IntArray
 from cotenant.model.workload import PodShape
 
 FloatArray = npt.NDArray[np.float64]
@@ -116,3 +116,26 @@ class FragModel:
         """F_n for each of ``nodes`` given their free GPU milli (nodes x GPUs) and CPU."""
         fit_count, small, idle = self.parts(free)
         return self.combine(fit_count, small, idle, cpu_left, nodes)
+
+
+class FragTracker:
+    """The cluster's total fragmentation, kept up to date incrementally: on each read only the
+    nodes whose :attr:`ClusterState.version` moved since the last read are recomputed."""
+
+    def __init__(self, model: FragModel, state: ClusterState) -> None:
+        self.model = model
+        self.state = state
+        nodes = np.arange(state.cluster.size)
+        self._frag = model.node_frag(state.gpu_free, state.cpu_free, nodes)
+        self._version = state.version.copy()
+
+    def total(self) -> float:
+        """Sum over nodes of F_n, in milli-GPUs."""
+        state = self.state
+        changed = np.flatnonzero(state.version != self._version)
+        if changed.size:
+            self._frag[changed] = self.model.node_frag(
+                state.gpu_free[changed], state.cpu_free[changed], changed
+            )
+            self._version[changed] = state.version[changed]
+        return float(self._frag.sum())
