@@ -103,11 +103,6 @@ class ClusterState:
         return other
 
     # ---- views used by policies ------------------------------------------------------------
-    def full_free_gpus(self) -> IntArray:
-        """Per node, GPUs with all 1000 milli free."""
-        counts: IntArray = (self.gpu_free == MILLI_PER_GPU).sum(axis=1)
-        return counts
-
     def feasible(
         self,
         shape: PodShape,

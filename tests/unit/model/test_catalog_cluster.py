@@ -88,3 +88,19 @@ def test_random_allocations_never_break_capacity(
     assert (state.cpu_free >= 0).all()
     assert (state.mem_free >= 0).all()
     assert (state.gpu_free[~cluster.gpu_present] == 0).all()
+
+
+def test_per_gpu_free_memory_follows_milli(small_cluster: Cluster) -> None:
+    state = ClusterState(small_cluster)
+    state.allocate(PodShape(0, 0, 1, 250), 2, (0,))  # T4: 15360 MiB per GPU
+    free = state.gpu_free_memory_mib()
+    assert free[2, 0] == 15360 * 0.75
+    assert free[2, 1] == 15360
+    assert np.isnan(free[0, 0])  # G2: memory not published in the trace
+    assert free[3, 0] == 32768  # V100-32GB
+
+
+def test_mig_profile_k8s_resource_name() -> None:
+    geometry = CATALOG.get("A100-80GB").mig
+    assert geometry is not None
+    assert geometry.profile("3g.40gb").k8s_resource == "nvidia.com/mig-3g.40gb"
