@@ -12,11 +12,13 @@ from rich.console import Console
 from rich.table import Table
 
 from cotenant.errors import InputError
+from cotenant.model.deployment import Deployment, deployment_document, parse_deployment
 from cotenant.model.serving import parse_spec
 from cotenant.perf.mig_profiles import ProfileTable, default_table, load_csv
 from cotenant.policies.partition import PARTITION
 from cotenant.policies.partition.export import to_json, to_mig_parted
 from cotenant.policies.partition.planner import plan_spec
+from cotenant.policies.partition.reconfig import Reconfiguration, plan_steps
 
 app = typer.Typer(help="Plan GPU partitions.", no_args_is_help=True)
 
@@ -47,13 +49,39 @@ def mig(
     mig_parted: Annotated[
         Path | None, typer.Option("--mig-parted", help="write a mig-parted config here")
     ] = None,
+    current_path: Annotated[
+        Path | None,
+        typer.Option("--current", help="Deployment running today: adds safe reconfiguration steps"),
+    ] = None,
+    save: Annotated[
+        Path | None, typer.Option("--save", help="write the planned Deployment (YAML) here")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the plan as JSON")] = False,
 ) -> None:
     """Plan MIG layouts and instance assignments for a ServingPlan spec."""
     spec = parse_spec(_load_yaml(spec_path), spec_path.name)
+    current = spec.current
+    if current_path is not None:
+        current = parse_deployment(_load_yaml(current_path), current_path.name)
+    if current is not None and current.gpu != spec.gpu:
+        raise InputError(
+            "--current", f"deployment is on {current.gpu.name}, spec on {spec.gpu.name}"
+        )
     table: ProfileTable = load_csv(profiles) if profiles else default_table()
     problem, plan = plan_spec(spec, table, PARTITION.canonical(solver), time_limit)
     data = to_json(problem, plan, spec.gpu.name)
+    change: Reconfiguration | None = None
+    planned = Deployment(spec.gpu, plan.gpus)
+    if current is not None:
+        change = plan_steps(problem, current.gpus, plan.gpus)
+        planned = Deployment(spec.gpu, change.target)
+        data["reconfiguration"] = {
+            "gpu_of_plan_gpu": list(change.placement),
+            "drained_gpus": change.drained,
+            "steps": [str(step) for step in change.steps],
+        }
+    if save is not None:
+        save.write_text(yaml.safe_dump(deployment_document(planned), sort_keys=False), "utf-8")
     if mig_parted is not None:
         mig_parted.write_text(
             yaml.safe_dump(to_mig_parted(plan, spec.gpu.name), sort_keys=False),
@@ -79,3 +107,10 @@ def mig(
     for row in data["services"]:
         services.add_row(row["name"], f"{row['demand_rps']:.1f}", f"{row['capacity_rps']:.1f}")
     console.print(services)
+    if change is not None:
+        steps = Table(title=f"reconfiguration ({change.drained} GPUs drained)")
+        steps.add_column("#", justify="right")
+        steps.add_column("step")
+        for n, step in enumerate(change.steps, 1):
+            steps.add_row(str(n), str(step))
+        console.print(steps)

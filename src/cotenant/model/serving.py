@@ -11,6 +11,9 @@ path)::
         model: bert-base
         rate: 1200        # required requests per second
         sloMs: 50         # latency target
+    current:              # optional: what runs today (see model/deployment.py)
+      - gpu: 0
+        instances: [{instance: 7g.40gb@0, service: search-ranker}]
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from cotenant.errors import InputError, UnknownNameError
+from cotenant.model.deployment import Deployment, parse_gpus, unknown_keys
 from cotenant.model.gpu import CATALOG, GpuModel
 
 API_VERSION = "cotenant/v1alpha1"
 KIND = "ServingPlan"
-_TOP_KEYS = {"apiVersion", "kind", "gpu", "services"}
+_TOP_KEYS = {"apiVersion", "kind", "gpu", "services", "current"}
 _SERVICE_KEYS = {"name", "model", "rate", "sloMs"}
 
 
@@ -45,6 +49,7 @@ class ServingSpec:
 
     gpu: GpuModel
     services: tuple[Service, ...]
+    current: Deployment | None = None
 
 
 def _number(value: Any, where: str, *, positive: bool) -> float:
@@ -55,19 +60,11 @@ def _number(value: Any, where: str, *, positive: bool) -> float:
     return float(value)
 
 
-def _unknown(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    extra = sorted(set(data) - allowed)
-    if extra:
-        raise InputError(
-            f"{where}.{extra[0]}", f"unknown key; allowed: {', '.join(sorted(allowed))}"
-        )
-
-
 def parse_spec(data: Any, source: str = "spec") -> ServingSpec:
     """Validate a loaded YAML/JSON document into a :class:`ServingSpec`."""
     if not isinstance(data, Mapping):
         raise InputError(source, "the document must be a mapping with apiVersion, kind, ...")
-    _unknown(data, _TOP_KEYS, source)
+    unknown_keys(data, _TOP_KEYS, source)
     if data.get("apiVersion") != API_VERSION:
         raise InputError(f"{source}.apiVersion", f"must be {API_VERSION!r}")
     if data.get("kind") != KIND:
@@ -91,7 +88,7 @@ def parse_spec(data: Any, source: str = "spec") -> ServingSpec:
         where = f"{source}.services[{i}]"
         if not isinstance(item, Mapping):
             raise InputError(where, "each service must be a mapping")
-        _unknown(item, _SERVICE_KEYS, where)
+        unknown_keys(item, _SERVICE_KEYS, where)
         for key in sorted(_SERVICE_KEYS):
             if key not in item:
                 raise InputError(f"{where}.{key}", "missing")
@@ -111,4 +108,7 @@ def parse_spec(data: Any, source: str = "spec") -> ServingSpec:
                 _number(item["sloMs"], f"{where}.sloMs", positive=True),
             )
         )
-    return ServingSpec(gpu, tuple(services))
+    current = None
+    if data.get("current") is not None:
+        current = Deployment(gpu, parse_gpus(data["current"], gpu, f"{source}.current"))
+    return ServingSpec(gpu, tuple(services), current)

@@ -97,3 +97,63 @@ def test_malformed_yaml(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     assert code == 2
     assert "bad.yaml" in err
     assert "not valid YAML" in err
+
+
+CURRENT = ROOT / "examples" / "current-deployment.yaml"
+
+
+def test_reconfiguration_from_current_deployment_round_trips(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    saved = tmp_path / "next.yaml"
+    code, out, _ = run(
+        capsys, "plan", "mig", str(EXAMPLE), "--current", str(CURRENT), "--json",
+        "--save", str(saved),
+    )
+    assert code == 0
+    data = json.loads(out)
+    steps = data["reconfiguration"]["steps"]
+    assert steps and all(s.split()[0] in {
+        "create-instance", "start-replica", "move-traffic", "stop-replica", "destroy-instance",
+        "repartition"} for s in steps)
+    # The free GPU 3 is built before any replica stops.
+    first_stop = next(i for i, s in enumerate(steps) if s.startswith("move-traffic"))
+    assert any(s.startswith("start-replica gpu3") for s in steps[:first_stop])
+    # The saved deployment is valid input again: replanning from it needs no change at all
+    # to the services it already serves.
+    code, out, _ = run(
+        capsys, "plan", "mig", str(EXAMPLE), "--current", str(saved), "--json", "--solver", "greedy"
+    )
+    assert code == 0
+    again = json.loads(out)["reconfiguration"]
+    assert again["drained_gpus"] == 0
+
+
+def test_current_in_the_spec_is_parsed_strictly(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    doc = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    doc["current"] = [{"gpu": 0, "instances": [{"instance": "2g.10gb@1", "service": "dedup"}]}]
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    code, _, err = run(capsys, "plan", "mig", str(path))
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "spec.yaml.current[0].instances" in err and "may start only at" in err
+    doc["current"] = [{"gpu": 0, "instances": [{"instance": "7g.40gb@0", "service": "dedup"}]}]
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    code, out, _ = run(capsys, "plan", "mig", str(path), "--json")
+    assert code == 0
+    assert json.loads(out)["reconfiguration"]["steps"]
+
+
+def test_deployment_on_another_gpu_model_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    other = tmp_path / "cur.yaml"
+    other.write_text(CURRENT.read_text(encoding="utf-8").replace("A100-40GB", "A100-80GB")
+                     .replace("20gb", "40gb").replace("40gb@0,", "80gb@0,")
+                     .replace("7g.40gb", "7g.80gb").replace("dedup", "dedup"), encoding="utf-8")
+    code, _, err = run(capsys, "plan", "mig", str(EXAMPLE), "--current", str(other))
+    assert code == 2
+    assert "--current" in err or "instance" in err

@@ -2,8 +2,9 @@
 service, so that every service meets its demand on the fewest GPUs. Optimisers are
 registered by name in :data:`PARTITION`."""
 
+from cotenant.model.deployment import GpuPlan
 from cotenant.policies.partition import auto, baseline, greedy, milp
-from cotenant.policies.partition.problem import GpuPlan, PartitionProblem, Plan, verify
+from cotenant.policies.partition.problem import PartitionProblem, Plan, verify
 from cotenant.policies.partition.registry import PARTITION
 
 __all__ = [

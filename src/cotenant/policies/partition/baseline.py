@@ -13,8 +13,9 @@ import math
 import time
 
 from cotenant.errors import InfeasibleError
+from cotenant.model.deployment import GpuPlan
 from cotenant.policies.partition.milp import lp_bound
-from cotenant.policies.partition.problem import GpuPlan, PartitionProblem, Plan, unmet
+from cotenant.policies.partition.problem import PartitionProblem, Plan, unmet
 from cotenant.policies.partition.registry import PARTITION
 
 WHOLE_GPU_SPEEDUP = 1.04

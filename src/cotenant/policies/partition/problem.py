@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cotenant.errors import InfeasibleError
+from cotenant.model.deployment import GpuPlan
 from cotenant.model.mig import MigGeometry, MigLayout, MigPlacement
 
 FloatArray = npt.NDArray[np.float64]
@@ -75,14 +76,6 @@ class PartitionProblem:
                 if name in index:
                     counts[i, index[name]] = n
         return counts
-
-
-@dataclass(frozen=True)
-class GpuPlan:
-    """One GPU: its layout and, per instance, the service it serves (None: idle)."""
-
-    layout: MigLayout
-    assignment: tuple[tuple[MigPlacement, str | None], ...]
 
 
 @dataclass(frozen=True)
