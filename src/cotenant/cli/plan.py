@@ -17,8 +17,10 @@ from cotenant.model.serving import parse_spec
 from cotenant.perf.mig_profiles import ProfileTable, default_table, load_csv
 from cotenant.policies.partition import PARTITION
 from cotenant.policies.partition.export import to_json, to_mig_parted
-from cotenant.policies.partition.planner import plan_spec
+from cotenant.policies.partition.planner import DEFAULT_TIME_LIMIT, plan_spec
 from cotenant.policies.partition.reconfig import Reconfiguration, plan_steps
+from cotenant.report.html import write_report
+from cotenant.report.layouts import layout_plot
 
 app = typer.Typer(help="Plan GPU partitions.", no_args_is_help=True)
 
@@ -36,13 +38,35 @@ def _load_yaml(path: Path) -> Any:
         raise InputError(f"{path.name}{line}", "not valid YAML") from exc
 
 
+def _write_report(out: Path, data: dict[str, Any], planned: Deployment, gpu: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+    assert planned.gpu.mig is not None
+    picture = layout_plot(
+        tuple(g for g in planned.gpus if g.assignment), planned.gpu.mig,
+        out / "layouts.png", f"MIG layouts on {gpu}",
+    )
+    rows = [
+        [r["name"], f"{r['demand_rps']:.1f}", f"{r['capacity_rps']:.1f}"] for r in data["services"]
+    ]
+    notes = data.get("reconfiguration", {}).get("steps", [])
+    write_report(
+        out, f"MIG plan: {data['gpus']} x {gpu}",
+        {k: data[k] for k in ("solver", "gpus", "lower_bound", "optimal", "gap", "seconds")},
+        ["service", "demand req/s", "capacity req/s"], rows, [picture], notes,
+    )
+
+
 @app.command("mig")
 def mig(
     spec_path: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="ServingPlan spec")],
     solver: Annotated[
         str, typer.Option(help=f"one of: {', '.join(PARTITION.names())}")
     ] = "auto",
-    time_limit: Annotated[float, typer.Option(min=0.01, help="seconds for the solver")] = 10.0,
+    time_limit: Annotated[
+        float,
+        typer.Option(min=0.01, help="seconds for the solver (more can close the gap on big plans)"),
+    ] = DEFAULT_TIME_LIMIT,
     profiles: Annotated[
         Path | None, typer.Option(help="profile CSV (model,gpu,profile,batch,...)")
     ] = None,
@@ -55,6 +79,9 @@ def mig(
     ] = None,
     save: Annotated[
         Path | None, typer.Option("--save", help="write the planned Deployment (YAML) here")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="write plan.json, layouts.png and index.html here")
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the plan as JSON")] = False,
 ) -> None:
@@ -87,6 +114,8 @@ def mig(
             yaml.safe_dump(to_mig_parted(plan, spec.gpu.name), sort_keys=False),
             encoding="utf-8",
         )
+    if out is not None:
+        _write_report(out, data, planned, spec.gpu.name)
     if json_out:
         typer.echo(json.dumps(data, indent=2))
         return

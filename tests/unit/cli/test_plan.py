@@ -113,9 +113,10 @@ def test_reconfiguration_from_current_deployment_round_trips(
     assert code == 0
     data = json.loads(out)
     steps = data["reconfiguration"]["steps"]
-    assert steps and all(s.split()[0] in {
-        "create-instance", "start-replica", "move-traffic", "stop-replica", "destroy-instance",
-        "repartition"} for s in steps)
+    assert steps
+    kinds = {"create-instance", "start-replica", "move-traffic", "stop-replica",
+             "destroy-instance", "repartition"}
+    assert {s.split()[0] for s in steps} <= kinds
     # The free GPU 3 is built before any replica stops.
     first_stop = next(i for i, s in enumerate(steps) if s.startswith("move-traffic"))
     assert any(s.startswith("start-replica gpu3") for s in steps[:first_stop])
@@ -139,7 +140,8 @@ def test_current_in_the_spec_is_parsed_strictly(
     code, _, err = run(capsys, "plan", "mig", str(path))
     assert code == 2
     assert err.count("\n") == 1
-    assert "spec.yaml.current[0].instances" in err and "may start only at" in err
+    assert "spec.yaml.current[0].instances" in err
+    assert "may start only at" in err
     doc["current"] = [{"gpu": 0, "instances": [{"instance": "7g.40gb@0", "service": "dedup"}]}]
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
     code, out, _ = run(capsys, "plan", "mig", str(path), "--json")
@@ -151,9 +153,22 @@ def test_deployment_on_another_gpu_model_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     other = tmp_path / "cur.yaml"
-    other.write_text(CURRENT.read_text(encoding="utf-8").replace("A100-40GB", "A100-80GB")
-                     .replace("20gb", "40gb").replace("40gb@0,", "80gb@0,")
-                     .replace("7g.40gb", "7g.80gb").replace("dedup", "dedup"), encoding="utf-8")
+    text = CURRENT.read_text(encoding="utf-8")
+    for a, b in (("A100-40GB", "A100-80GB"), ("7g.40gb", "7g.80gb"), ("4g.20gb", "4g.40gb"),
+                 ("3g.20gb", "3g.40gb")):
+        text = text.replace(a, b)
+    other.write_text(text, encoding="utf-8")
     code, _, err = run(capsys, "plan", "mig", str(EXAMPLE), "--current", str(other))
     assert code == 2
-    assert "--current" in err or "instance" in err
+    assert err.startswith("cotenant: error: --current: deployment is on A100-80GB")
+
+
+def test_out_writes_plan_picture_and_report(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, _ = run(capsys, "plan", "mig", str(EXAMPLE), "--out", str(tmp_path / "r"))
+    assert code == 0
+    assert (tmp_path / "r" / "layouts.png").stat().st_size > 1000
+    data = json.loads((tmp_path / "r" / "plan.json").read_text(encoding="utf-8"))
+    assert data["gpus"] >= 1
+    assert "layouts.png" in (tmp_path / "r" / "index.html").read_text(encoding="utf-8")

@@ -3,7 +3,7 @@ service, so that every service meets its demand on the fewest GPUs. Optimisers a
 registered by name in :data:`PARTITION`."""
 
 from cotenant.model.deployment import GpuPlan
-from cotenant.policies.partition import auto, baseline, greedy, milp
+from cotenant.policies.partition import auto, baseline, genetic, greedy, mcts, milp
 from cotenant.policies.partition.problem import PartitionProblem, Plan, verify
 from cotenant.policies.partition.registry import PARTITION
 
@@ -14,7 +14,9 @@ __all__ = [
     "Plan",
     "auto",
     "baseline",
+    "genetic",
     "greedy",
+    "mcts",
     "milp",
     "verify",
 ]
