@@ -35,7 +35,7 @@ from cotenant.agent.faults import FaultClass, classify
 from cotenant.agent.mps import MpsManager
 from cotenant.agent.spec import Role, WorkloadSpec
 from cotenant.agent.state import StateStore, Status, WorkloadRecord
-from cotenant.errors import CotenantError, InputError, TemporaryError
+from cotenant.errors import CotenantError, InputError, PermanentError, TemporaryError
 
 NODE = "node"  # the events table's workload name for node-level events
 _GRACEFUL = {signal.SIGINT, signal.SIGTERM}
@@ -145,6 +145,10 @@ class Supervisor:
             return
         try:
             events = self.backend.xid_events(self._xid_since)
+        except PermanentError as exc:  # e.g. not supported here: stop asking
+            self._xid_feature = False
+            self.store.event(now, NODE, "nvml error", detail=f"XID events off: {exc.one_line()}")
+            return
         except CotenantError as exc:
             self.store.event(now, NODE, "nvml error", detail=exc.one_line())
             return

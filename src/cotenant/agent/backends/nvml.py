@@ -323,7 +323,7 @@ class NvmlNode:
 def catalog_name(nvml_name: str, memory_mib: int) -> str:
     """The catalog model for an NVML name such as ``NVIDIA A100-SXM4-40GB`` (falls back to the
     NVML name itself when the catalog does not know the model)."""
-    text = nvml_name.upper().replace("NVIDIA ", "").strip()
+    text = nvml_name.upper().replace("NVIDIA ", "").replace("TESLA ", "").strip()
     for model in CATALOG.models:
         family = model.name.split("-")[0].upper()
         if model.memory_mib is None or not text.startswith(family):
