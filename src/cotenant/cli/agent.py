@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import signal
 import threading
 import time
 import urllib.error
@@ -98,6 +99,7 @@ def run(
                f"http://{host}:{server.server_address[1]} (token in "
                f"{token_file or state_dir / 'token'}), state in {state_dir}")
     count = 0
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # systemd stops with SIGTERM
     try:
         while ticks == 0 or count < ticks:
             service.tick()
@@ -106,9 +108,15 @@ def run(
     except KeyboardInterrupt:
         typer.echo("cotenant agent: stopping (workloads keep running; re-adopted on restart)")
     finally:
+        signal.signal(signal.SIGTERM, previous)
         server.shutdown()
         server.server_close()
         service.close()
+
+
+def _interrupt(*_: object) -> None:
+    """SIGTERM handler: stop like Ctrl-C."""
+    raise KeyboardInterrupt
 
 
 def _call(url: str, token: str, method: str, path: str, body: object = None) -> Any:

@@ -7,6 +7,7 @@ changed on the fake; processes started are harmless (``sleep``) on a real host.
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -82,9 +83,10 @@ def test_process_spawn_poll_signal(backend: NodeBackend) -> None:
     assert pid in backend.pids()
     backend.send_signal(pid, signal.SIGTERM)
     status = backend.poll(pid)
-    for _ in range(50):
+    for _ in range(100):
         if status.state is not ProcState.RUNNING:
             break
+        time.sleep(0.05)  # a real process needs a moment to die
         status = backend.poll(pid)
     assert status.state is ProcState.EXITED
     assert status.returncode == -signal.SIGTERM

@@ -175,3 +175,12 @@ def test_workload_gone_entirely_is_marked_lost_and_restarted(tmp_path: Path) -> 
     agent.run(0.5)
     assert exits(agent, "web") == ["lost"]
     assert online_alive(agent)
+
+
+def test_permanent_xid_error_turns_xid_reading_off_once(agent: Agent) -> None:
+    agent.node.inject_nvml_error("xid_events", times=1, permanent=True)
+    agent.run(3.0)
+    details = [e.detail for e in agent.store.events("node") if e.kind == "nvml error"]
+    assert len(details) == 1
+    assert "XID events off" in details[0]
+    assert online_alive(agent)
