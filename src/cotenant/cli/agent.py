@@ -106,7 +106,9 @@ def run(
             count += 1
             time.sleep(interval)
     except KeyboardInterrupt:
-        typer.echo("cotenant agent: stopping (workloads keep running; re-adopted on restart)")
+        kept = ("fake workloads end with this process; the next run restarts them"
+                if backend == "fake" else "workloads keep running; the next run re-adopts them")
+        typer.echo(f"cotenant agent: stopping ({kept})")
     finally:
         signal.signal(signal.SIGTERM, previous)
         server.shutdown()

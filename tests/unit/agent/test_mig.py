@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cotenant.agent.backends import FakeNode, ProcState
 from cotenant.agent.mig import MigApplyError, MigManager, MigState
 from cotenant.errors import InvalidLayoutError, NotSupportedError
 from cotenant.model.gpu import CATALOG
+from tests.strategies import valid_layouts
 
 
 @pytest.mark.parametrize("model", ["A100-40GB", "H100-80GB"])
@@ -84,3 +87,17 @@ def test_export_is_mig_parted_yaml() -> None:
     assert by_devices[(2,)]["mig-devices"] == {"7g.40gb": 1}
     assert all(s["mig-enabled"] for s in selections)
     assert "0x20B010DE" in by_devices[(2,)]["device-filter"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), model=st.sampled_from(["A100-40GB", "H100-80GB", "A30"]))
+def test_any_layout_to_any_layout_reads_back(data: st.DataObject, model: str) -> None:
+    geometry = CATALOG.get(model).mig
+    assert geometry is not None
+    node = FakeNode.build(model)
+    manager = MigManager(node)
+    for _ in range(3):
+        layout = data.draw(valid_layouts(geometry))
+        manager.apply(0, layout)
+        assert set(node.mig_layout(0).placements) == set(layout.placements)
+        assert manager.apply(0, layout).step == "no-op"
