@@ -13,13 +13,15 @@ are the catalog's ``nvml_id`` (19, 15, 14, 9, 5, 0, 20), resolved to NVML's prof
 (``nvmlDeviceGetGpuInstancePossiblePlacements_v2``). The agent never switches MIG mode: that
 needs a GPU reset and is left to the operator (``nvidia-smi -mig 1``).
 
-SM activity is read from GPM (``NVML_GPM_METRIC_SM_UTIL``, Hopper and newer) between two
+XID events carry the agent's wall-clock time when read (NVML gives none). SM activity is read
+from GPM (``NVML_GPM_METRIC_SM_UTIL``, Hopper and newer) between two
 successive inventory calls; where GPM is unsupported it is reported as ``None``.
 """
 
 from __future__ import annotations
 
 import ctypes
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -129,6 +131,7 @@ class NvmlNode:
             memory = nv.nvmlDeviceGetMemoryInfo(handle)
             util = nv.nvmlDeviceGetUtilizationRates(handle)
             procs = nv.nvmlDeviceGetComputeRunningProcesses(handle)
+        per_pid = self._proc_util(handle)
         return GpuInfo(
             index=index,
             uuid=str(uuid),
@@ -140,7 +143,7 @@ class NvmlNode:
             mig_enabled=self._mig_mode(handle),
             processes=tuple(
                 GpuProcess(int(p.pid), int(p.usedGpuMemory or 0) // _MIB,
-                           self._proc_util(handle).get(int(p.pid)))
+                           per_pid.get(int(p.pid)))
                 for p in procs
             ),
         )
@@ -199,8 +202,9 @@ class NvmlNode:
                     break
                 raise map_nvml_error(int(exc.value), "nvmlEventSetWait", str(exc)) from exc
             index = int(nv.nvmlDeviceGetIndex(data.device))
-            self._xids.append(XidEvent(index, int(data.eventData), since))
-        return [e for e in self._xids if e.time >= since]
+            self._xids.append(XidEvent(index, int(data.eventData), time.time()))
+        self._xids = self._xids[-1000:]
+        return [e for e in self._xids if e.time > since]
 
     # --- MigBackend --------------------------------------------------------------------------
 
@@ -265,7 +269,9 @@ class NvmlNode:
                 gi = nv.nvmlDeviceCreateGpuInstance(handle, prof.nvml_id)
             else:
                 place = nv.c_nvmlGpuInstancePlacement_t(start, prof.memory_slices)
-                gi = nv.nvmlDeviceCreateGpuInstanceWithPlacement(handle, prof.nvml_id, place)
+                gi = nv.nvmlDeviceCreateGpuInstanceWithPlacement(
+                    handle, prof.nvml_id, ctypes.byref(place)
+                )
             info = nv.nvmlGpuInstanceGetInfo(gi)
             shared = nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
             ci_info = nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(
