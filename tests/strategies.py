@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from cotenant.model.cluster import Cluster
 from cotenant.model.gpu import CATALOG
-from cotenant.model.mig import MigGeometry, MigPlacement
+from cotenant.model.mig import MigGeometry, MigLayout, MigPlacement
 from cotenant.model.workload import Node, PodShape
 
 GPU_MODELS = ["G2", "T4", "P100", "V100-16GB", "V100-32GB", "A10"]
@@ -46,3 +46,19 @@ def clusters(draw: st.DrawFn) -> Cluster:
 def placements(geometry: MigGeometry) -> st.SearchStrategy[list[MigPlacement]]:
     every = [MigPlacement(p, s) for p in geometry.profiles for s in p.starts]
     return st.lists(st.sampled_from(every), max_size=8)
+
+
+@st.composite
+def valid_layouts(draw: st.DrawFn, geometry: MigGeometry) -> MigLayout:
+    """A valid layout: any subset of one of the geometry's maximal layouts (with +me and the
+    double-memory 1g profiles reachable through ``placements`` filtered by validity too)."""
+    if draw(st.booleans()):
+        maximal = draw(st.sampled_from(geometry.enumerate_maximal()))
+        kept = draw(st.lists(st.sampled_from(maximal.placements), unique=True)) if (
+            maximal.placements) else []
+        return geometry.layout(kept)
+    chosen: list[MigPlacement] = []
+    for placement in draw(placements(geometry)):
+        if geometry.can_add(MigLayout(tuple(chosen)), placement):
+            chosen.append(placement)
+    return geometry.layout(chosen)

@@ -71,3 +71,20 @@ class NotSupportedError(CotenantError):
         super().__init__(f"{subject} does not support {feature}")
         self.feature = feature
         self.subject = subject
+
+
+class TemporaryError(CotenantError):
+    """A side effect failed in a way that may pass: retry after ``delay_s`` seconds.
+
+    NVML's ``NVML_ERROR_TIMEOUT``/``GPU_IS_LOST`` while resetting, an MPS server that refuses
+    clients until its faulted ones exit, a busy device. The agent retries on a later tick.
+    """
+
+    def __init__(self, message: str, *, delay_s: float = 1.0, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.delay_s = delay_s
+
+
+class PermanentError(CotenantError):
+    """A side effect that will fail the same way again until someone changes something:
+    no permission, no driver, an invalid argument. The agent reports it and does not retry."""

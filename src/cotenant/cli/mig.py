@@ -1,14 +1,19 @@
-"""``cotenant mig``: MIG profiles and layouts from the GPU catalog."""
+"""``cotenant mig``: MIG profiles and layouts from the GPU catalog; apply and export a node's
+layouts through an agent backend (``nvml`` on the host, or a fresh ``fake`` node to try it)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
+import yaml
 from rich.console import Console
 from rich.table import Table
 
-from cotenant.errors import NotSupportedError
+from cotenant.agent.backends import BACKEND_NAMES, open_backend
+from cotenant.agent.mig import MigManager
+from cotenant.errors import NotSupportedError, UnknownNameError
 from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigGeometry
 
@@ -55,3 +60,47 @@ def validate(
     """Check a layout against the model's placement rules (exit 2 with the rule if invalid)."""
     parsed = _geometry(gpu).parse(layout)
     typer.echo(f"valid: {parsed}")
+
+
+Backend = Annotated[str, typer.Option(help=f"one of: {', '.join(BACKEND_NAMES)}")]
+FakeGpus = Annotated[str, typer.Option(help="fake backend: MODEL:COUNT")]
+StateDir = Annotated[Path, typer.Option(help="state directory (nvml backend logs)")]
+
+
+def _manager(backend: str, gpus: str, state_dir: Path) -> MigManager:
+    if backend not in BACKEND_NAMES:
+        raise UnknownNameError("backend", backend, BACKEND_NAMES)
+    return MigManager(open_backend(backend, gpus=gpus, state_dir=state_dir))
+
+
+@app.command()
+def apply(
+    layout: Annotated[str, typer.Argument(help='e.g. "3g.20gb,2g.10gb,1g.5gb,1g.5gb"')],
+    gpu: Annotated[int, typer.Option(help="GPU index on this node")],
+    backend: Backend = "nvml",
+    gpus: FakeGpus = "A100-40GB:1",
+    state_dir: StateDir = Path(".cotenant"),
+    drain: Annotated[bool, typer.Option(help="stop the GPU's processes first")] = False,
+) -> None:
+    """Apply a MIG layout to one GPU (a no-op when it is already there; MIG mode must be on).
+
+    The fake backend starts from an empty fake node each time: it shows what would be done."""
+    status = _manager(backend, gpus, state_dir).apply(gpu, layout, drain=drain)
+    what = "changed" if status.changed else "already applied"
+    typer.echo(f"GPU {gpu}: {status.state.value} {status.layout} ({what})")
+
+
+@app.command()
+def export(
+    backend: Backend = "nvml",
+    gpus: FakeGpus = "A100-40GB:1",
+    state_dir: StateDir = Path(".cotenant"),
+    out: Annotated[Path | None, typer.Option(help="write the YAML here")] = None,
+) -> None:
+    """Export every GPU's current layout as a mig-parted config (``cotenant-current``)."""
+    text = yaml.safe_dump(_manager(backend, gpus, state_dir).export(), sort_keys=False)
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {out}")

@@ -1,0 +1,126 @@
+"""The agent's local HTTP API (stdlib ``ThreadingHTTPServer``, JSON).
+
+==========================  ==========================================================
+``POST /v1/workloads``      submit a workload spec (201; 400 with a one-line message)
+``GET /v1/workloads``       every workload with status, pid, restarts, share
+``DELETE /v1/workloads/N``  stop workload N (200; 404 if unknown)
+``GET /v1/gpus``            the inventory, with the online SM share in force
+``GET /metrics``            Prometheus text format
+==========================  ==========================================================
+
+Every request, ``/metrics`` included, needs ``Authorization: Bearer <token>``; a missing or
+wrong token gets 401 (compared with :func:`hmac.compare_digest`, in constant time). Requiring
+the token on ``/metrics`` is the safer default: Prometheus sends it from a credentials file.
+Workload commands are argv lists handed to the process backend as they are; no shell runs them.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote
+
+from cotenant.agent.metrics import CONTENT_TYPE
+from cotenant.agent.service import AgentService
+from cotenant.errors import CotenantError, InputError
+
+MAX_BODY = 64 * 1024
+_PREFIX = "/v1/workloads/"
+
+
+class AgentServer(ThreadingHTTPServer):
+    """The HTTP server; ``service`` and ``token`` are read by the handler."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], service: AgentService, token: str) -> None:
+        if not token:
+            raise InputError("API token", "must not be empty")
+        super().__init__(address, _Handler)
+        self.service = service
+        self.token = token.encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: AgentServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the agent's own event log records what matters."""
+
+    def _send(self, code: int, body: bytes, content_type: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        if code == HTTPStatus.UNAUTHORIZED:
+            self.send_header("WWW-Authenticate", 'Bearer realm="cotenant"')
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, code: int, payload: object) -> None:
+        self._send(code, json.dumps(payload).encode() + b"\n")
+
+    def _error(self, code: int, message: str) -> None:
+        self._json(code, {"error": message.replace("\n", " ")})
+
+    def _authorised(self) -> bool:
+        header = self.headers.get("Authorization", "")
+        scheme, _, given = header.partition(" ")
+        ok = scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode(), self.server.token)
+        if not ok:
+            self._error(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token")
+        return ok
+
+    def _dispatch(self, method: str) -> None:
+        if not self._authorised():
+            return
+        service, path = self.server.service, self.path.split("?", 1)[0]
+        try:
+            if method == "GET" and path == "/v1/workloads":
+                self._json(HTTPStatus.OK, service.workloads())
+            elif method == "GET" and path == "/v1/gpus":
+                self._json(HTTPStatus.OK, service.gpus())
+            elif method == "GET" and path == "/metrics":
+                self._send(HTTPStatus.OK, service.metrics_text(), CONTENT_TYPE)
+            elif method == "POST" and path == "/v1/workloads":
+                self._json(HTTPStatus.CREATED, service.submit(self._body()))
+            elif method == "DELETE" and path.startswith(_PREFIX):
+                name = unquote(path.removeprefix(_PREFIX))
+                if not service.exists(name):
+                    self._error(HTTPStatus.NOT_FOUND, f"no workload {name!r}")
+                else:
+                    self._json(HTTPStatus.OK, service.stop(name))
+            else:
+                self._error(HTTPStatus.NOT_FOUND, f"no route {method} {path}")
+        except InputError as exc:
+            self._error(HTTPStatus.BAD_REQUEST, exc.one_line())
+        except CotenantError as exc:
+            self._error(HTTPStatus.SERVICE_UNAVAILABLE, exc.one_line())
+
+    def _body(self) -> object:
+        try:
+            length = int(self.headers.get("Content-Length", "0"))
+        except ValueError as exc:
+            raise InputError("request", "Content-Length is not a number") from exc
+        if not 0 < length <= MAX_BODY:
+            raise InputError("request body", f"must be 1-{MAX_BODY} bytes of JSON")
+        raw = self.rfile.read(length)
+        try:
+            return json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError("request body", f"is not JSON: {exc}") from exc
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")

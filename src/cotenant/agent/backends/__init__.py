@@ -1,0 +1,80 @@
+"""Backends of the node agent: the Protocols, the fake node, and the NVML implementation.
+
+``open_backend("fake", gpus="A100-40GB:4")`` or ``open_backend("nvml", state_dir=...)``. The
+nvml module is imported only when chosen (it loads ``pynvml`` lazily in turn).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+
+from cotenant.agent.backends.base import (
+    BackendFeature,
+    DaemonConfig,
+    DeviceInventory,
+    GpuInfo,
+    GpuProcess,
+    MigBackend,
+    MpsBackend,
+    NodeBackend,
+    ProcessBackend,
+    ProcessStatus,
+    ProcState,
+    XidEvent,
+    require,
+)
+from cotenant.agent.backends.fake import FakeNode, ManualClock
+from cotenant.errors import InputError, UnknownNameError
+
+BACKEND_NAMES = ("fake", "nvml")
+
+
+def parse_gpus(spec: str) -> tuple[str, int]:
+    """``"A100-40GB:4"`` -> ("A100-40GB", 4); a bare model means one GPU."""
+    model, _, count = spec.partition(":")
+    if count and not count.strip().isdigit():
+        raise InputError("--gpus", f"{spec!r}: count must be a positive integer",
+                         hint="e.g. A100-40GB:4")
+    return model.strip(), int(count) if count else 1
+
+
+def open_backend(
+    name: str,
+    *,
+    gpus: str = "A100-40GB:4",
+    state_dir: Path = Path(".cotenant"),
+    clock: Callable[[], float] | None = None,
+) -> NodeBackend:
+    """The backend called ``name``: ``fake`` (a node of ``gpus``) or ``nvml`` (this host)."""
+    if name == "fake":
+        model, count = parse_gpus(gpus)
+        return FakeNode.build(model, count, clock)
+    if name == "nvml":
+        module = importlib.import_module("cotenant.agent.backends.nvml")
+        node: NodeBackend = module.NvmlNode(state_dir)
+        return node
+    raise UnknownNameError("backend", name, BACKEND_NAMES)
+
+
+__all__ = [
+    "BACKEND_NAMES",
+    "BackendFeature",
+    "DaemonConfig",
+    "DeviceInventory",
+    "FakeNode",
+    "GpuInfo",
+    "GpuProcess",
+    "ManualClock",
+    "MigBackend",
+    "MpsBackend",
+    "NodeBackend",
+    "ProcState",
+    "ProcessBackend",
+    "ProcessStatus",
+    "XidEvent",
+    "open_backend",
+    "parse_gpus",
+    "require",
+]

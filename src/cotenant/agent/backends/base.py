@@ -1,0 +1,183 @@
+"""The agent's side-effect interfaces: four small Protocols and the values they exchange.
+
+A backend (NVML or the fake node) implements :class:`DeviceInventory`, :class:`MigBackend`,
+:class:`MpsBackend` and :class:`ProcessBackend`, and declares which :class:`BackendFeature` it
+offers. Asking for a missing one raises :class:`~cotenant.errors.NotSupportedError` through
+:func:`require`, so a GPU without MIG (a T4) or a backend without XID events degrades cleanly
+instead of failing deep inside a call.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from cotenant.errors import NotSupportedError
+from cotenant.model.mig import MigLayout, MigPlacement
+
+
+class BackendFeature(enum.Enum):
+    """A capability a backend may lack."""
+
+    MIG = "MIG"
+    MPS = "MPS"
+    MPS_MEM_LIMIT = "MPS pinned memory limit"
+    SM_ACTIVITY = "SM activity"
+    XID_EVENTS = "XID events"
+    PROCESS_CONTROL = "process control"
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A compute process NVML sees on a GPU."""
+
+    pid: int
+    used_memory_mib: int
+    sm_util_pct: float | None = None
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU as the inventory reports it. ``sm_activity_pct`` is ``None`` where the GPU or
+    backend does not report it; ``mig_enabled`` is the current MIG mode."""
+
+    index: int
+    uuid: str
+    model: str
+    memory_total_mib: int
+    memory_used_mib: int
+    utilisation_pct: float
+    sm_activity_pct: float | None
+    mig_enabled: bool
+    processes: tuple[GpuProcess, ...] = ()
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    """An XID error the driver reported on ``gpu`` at ``time`` (``pid`` where known)."""
+
+    gpu: int
+    xid: int
+    time: float
+    pid: int | None = None
+
+
+class ProcState(enum.Enum):
+    RUNNING = "running"
+    EXITED = "exited"
+    UNKNOWN = "unknown"  # not our child and no longer alive: the exit status is lost
+
+
+@dataclass(frozen=True)
+class ProcessStatus:
+    """What a process backend knows about ``pid``. ``returncode`` follows ``subprocess``:
+    negative = killed by that signal. ``message`` is the last line the process wrote to
+    stderr (the CUDA/MPS/OOM error text used to classify the exit)."""
+
+    pid: int
+    state: ProcState
+    returncode: int | None = None
+    message: str = ""
+    gpu: int | None = None
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    """How to run the MPS control daemon of one GPU."""
+
+    gpu: int
+    pipe_dir: Path
+    log_dir: Path
+    default_thread_pct: int = 100
+    default_mem_limit_mib: int | None = None
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+
+def require(features: frozenset[BackendFeature], feature: BackendFeature, subject: str) -> None:
+    """Raise :class:`NotSupportedError` unless ``feature`` is among ``features``."""
+    if feature not in features:
+        raise NotSupportedError(feature.value, subject)
+
+
+class DeviceInventory(Protocol):
+    """GPUs of this node and their health."""
+
+    def features(self) -> frozenset[BackendFeature]:
+        """What this backend can do."""
+        ...
+
+    def gpus(self) -> list[GpuInfo]:
+        """Every GPU, by index."""
+        ...
+
+    def gpu(self, index: int) -> GpuInfo:
+        """One GPU; an unknown index raises :class:`~cotenant.errors.InputError`."""
+        ...
+
+    def xid_events(self, since: float) -> list[XidEvent]:
+        """XID events reported after ``since`` (requires ``XID_EVENTS``)."""
+        ...
+
+
+class MigBackend(Protocol):
+    """GPU and compute instances of a MIG-enabled GPU (one compute instance per GPU instance)."""
+
+    def mig_layout(self, gpu: int) -> MigLayout:
+        """The GPU instances that exist now."""
+        ...
+
+    def possible_starts(self, gpu: int, profile: str) -> tuple[int, ...]:
+        """Where a new instance of ``profile`` could be created now."""
+        ...
+
+    def create_instance(self, gpu: int, profile: str, start: int | None = None) -> MigPlacement:
+        """Create a GPU instance (and its full compute instance); ``start=None`` lets the
+        driver choose, which is what makes creation order matter."""
+        ...
+
+    def destroy_instance(self, gpu: int, placement: MigPlacement) -> None:
+        """Destroy the compute instances and the GPU instance at ``placement``."""
+        ...
+
+
+class MpsBackend(Protocol):
+    """The MPS control daemon, one per GPU."""
+
+    def start_daemon(self, config: DaemonConfig) -> None:
+        """Start the daemon (idempotent when already running) with its defaults."""
+        ...
+
+    def stop_daemon(self, config: DaemonConfig) -> None:
+        """Stop the daemon (``quit``); a stopped one is a no-op."""
+        ...
+
+    def daemon_healthy(self, config: DaemonConfig) -> bool:
+        """Whether the daemon answers on its pipe directory."""
+        ...
+
+
+class ProcessBackend(Protocol):
+    """Processes started from argv lists. No shell is ever involved."""
+
+    def spawn(self, argv: Sequence[str], env: Mapping[str, str], gpu: int) -> int:
+        """Start ``argv`` with ``env`` added to the agent's environment; return its pid."""
+        ...
+
+    def poll(self, pid: int) -> ProcessStatus:
+        """The process's state; a pid this backend never started is looked up as alive/unknown."""
+        ...
+
+    def send_signal(self, pid: int, signum: int) -> None:
+        """Send ``signum``; a process that has already exited is a no-op."""
+        ...
+
+    def pids(self) -> list[int]:
+        """Pids started by this backend that are still running."""
+        ...
+
+
+class NodeBackend(DeviceInventory, MigBackend, MpsBackend, ProcessBackend, Protocol):
+    """All four interfaces of one node, as a backend factory returns them."""

@@ -1,0 +1,397 @@
+"""A stateful in-memory GPU node that enforces the driver's rules, for tests and laptops.
+
+``FakeNode.build("A100-40GB", count=4)`` gives a node whose GPUs come from the catalog. It
+implements all four backend Protocols and enforces what NVML, MIG and MPS would:
+
+* MIG: placements valid per the model's :class:`~cotenant.model.mig.MigGeometry` (allowed starts,
+  no overlap, per-profile counts); when the caller lets the driver choose the start, the driver
+  prefers the *highest* free start for 1g/3g profiles and the lowest otherwise, which reproduces
+  the MIG guide's creation-order caveat (``-cgi 19,19,14,9`` fails, ``-cgi 9,19,14,19`` works);
+  a GPU instance cannot be destroyed while processes run on the GPU.
+* Memory: a process allocating past its ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` (or past the GPU's
+  free memory) exits with a CUDA out-of-memory error.
+* MPS: a process whose env names a GPU's pipe directory is a client of that GPU's daemon. A fatal
+  CUDA error in one client reaches every client on that GPU (they exit ``FAULT_EXIT_DELAY_S``
+  later), and the server refuses new clients until all of them have exited. Killing the daemon
+  ends all its clients.
+* Faults can be injected: XID events, NVML query errors, daemon deaths.
+
+Processes are :class:`~cotenant.agent.backends.programs.Program` descriptions whose events
+happen on the injected clock; every call first settles the events due by ``clock()``.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from cotenant.agent.backends.base import (
+    BackendFeature,
+    DaemonConfig,
+    GpuInfo,
+    GpuProcess,
+    ProcessStatus,
+    ProcState,
+    XidEvent,
+    require,
+)
+from cotenant.agent.backends.programs import Program, parse_mem_limit
+from cotenant.errors import InputError, PermanentError, TemporaryError
+from cotenant.model.gpu import CATALOG, GpuModel
+from cotenant.model.mig import MigGeometry, MigLayout, MigPlacement
+
+FAULT_EXIT_DELAY_S = 1.0
+MSG_OOM = "torch.OutOfMemoryError: CUDA out of memory (fake node)"
+MSG_CUDA = "RuntimeError: CUDA error: an illegal memory access was encountered"
+MSG_MPS_FAULT = "RuntimeError: CUDA error: MPS client terminated by a fatal fault of another client"
+MSG_MPS_DOWN = "RuntimeError: CUDA error: MPS server is not ready (server terminated)"
+MSG_XID = "RuntimeError: CUDA error: unspecified launch failure"
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGKILL, signal.SIGQUIT, signal.SIGHUP}
+
+
+class ManualClock:
+    """A clock that moves only when told: ``clock()`` reads it, ``advance(s)`` moves it."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> float:
+        self.now += seconds
+        return self.now
+
+
+@dataclass
+class _Proc:
+    pid: int
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    gpu: int
+    program: Program
+    started: float
+    limit_mib: int | None
+    mps_client: bool
+    alloc_mib: int = 0
+    grown: bool = False
+    util_pct: float = 0.0
+    returncode: int | None = None
+    message: str = ""
+    ended: float | None = None
+    fault_exit_at: float = math.inf
+
+    @property
+    def alive(self) -> bool:
+        return self.returncode is None
+
+
+@dataclass
+class _Gpu:
+    index: int
+    model: GpuModel
+    mig_enabled: bool
+    placements: list[MigPlacement] = field(default_factory=list)
+    daemon: DaemonConfig | None = None
+    mps_faulted: bool = False
+
+
+class FakeNode:
+    """One simulated node with GPUs from the catalog; see the module docstring for its rules."""
+
+    def __init__(self, models: Sequence[GpuModel], clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self._gpus = [_Gpu(i, m, m.supports_mig) for i, m in enumerate(models)]
+        self._procs: dict[int, _Proc] = {}
+        self._next_pid = 1000
+        self._xids: list[XidEvent] = []
+        self._nvml_errors: dict[str, list[bool]] = {}
+        self.spawned: list[tuple[str, ...]] = []
+        """Every argv exactly as handed to :meth:`spawn`, in order."""
+
+    @classmethod
+    def build(
+        cls, model: str = "A100-40GB", count: int = 1, clock: Callable[[], float] | None = None
+    ) -> FakeNode:
+        """``count`` GPUs of catalog ``model`` (MIG mode on where the model supports it)."""
+        if count < 1:
+            raise InputError("fake node", f"GPU count {count} must be at least 1")
+        gpu_model = CATALOG.get(model)
+        if gpu_model.memory_mib is None:
+            raise InputError("fake node", f"{gpu_model.name} has no known memory size")
+        return cls([gpu_model] * count, clock or ManualClock())
+
+    # --- fault injection ---------------------------------------------------------------------
+
+    def inject_nvml_error(self, call: str, *, times: int = 1, permanent: bool = False) -> None:
+        """Make the next ``times`` calls of inventory/MIG method ``call`` fail."""
+        self._nvml_errors.setdefault(call, []).extend([permanent] * times)
+
+    def inject_xid(self, gpu: int, xid: int, pid: int | None = None) -> None:
+        """Report XID ``xid``; the process ``pid`` (if given) dies of it, and XID 79 (fallen
+        off the bus) ends every process on the GPU."""
+        now = self._settle()
+        self._gpu(gpu)
+        self._xids.append(XidEvent(gpu, xid, now, pid))
+        for proc in self._alive(gpu):
+            if proc.pid == pid or xid == 79:
+                self._exit(proc, now, 1, MSG_XID)
+
+    def kill_daemon(self, gpu: int) -> None:
+        """The MPS control daemon of ``gpu`` dies; its clients fail with an MPS error."""
+        now = self._settle()
+        state = self._gpu(gpu)
+        state.daemon = None
+        state.mps_faulted = False
+        for proc in self._alive(gpu):
+            if proc.mps_client:
+                self._exit(proc, now, 1, MSG_MPS_DOWN)
+
+    def set_util(self, pid: int, pct: float) -> None:
+        """Change the SM utilisation a running process causes (its offered load)."""
+        self._procs[pid].util_pct = pct
+
+    def argv_of(self, pid: int) -> tuple[str, ...]:
+        return self._procs[pid].argv
+
+    def env_of(self, pid: int) -> dict[str, str]:
+        return dict(self._procs[pid].env)
+
+    # --- DeviceInventory ---------------------------------------------------------------------
+
+    def features(self) -> frozenset[BackendFeature]:
+        found = {
+            BackendFeature.MPS,
+            BackendFeature.MPS_MEM_LIMIT,
+            BackendFeature.SM_ACTIVITY,
+            BackendFeature.XID_EVENTS,
+            BackendFeature.PROCESS_CONTROL,
+        }
+        if all(g.model.supports_mig for g in self._gpus):
+            found.add(BackendFeature.MIG)
+        return frozenset(found)
+
+    def gpus(self) -> list[GpuInfo]:
+        self._nvml_call("gpus")
+        return [self._info(g) for g in self._gpus]
+
+    def gpu(self, index: int) -> GpuInfo:
+        self._nvml_call("gpu")
+        return self._info(self._gpu(index))
+
+    def xid_events(self, since: float) -> list[XidEvent]:
+        self._nvml_call("xid_events")
+        return [e for e in self._xids if e.time > since]
+
+    # --- MigBackend --------------------------------------------------------------------------
+
+    def mig_layout(self, gpu: int) -> MigLayout:
+        self._nvml_call("mig_layout")
+        return MigLayout(tuple(self._mig_gpu(gpu).placements))
+
+    def possible_starts(self, gpu: int, profile: str) -> tuple[int, ...]:
+        state = self._mig_gpu(gpu)
+        geometry = self._geometry(state)
+        prof = geometry.profile(profile)
+        layout = MigLayout(tuple(state.placements))
+        return tuple(s for s in prof.starts if geometry.can_add(layout, MigPlacement(prof, s)))
+
+    def create_instance(self, gpu: int, profile: str, start: int | None = None) -> MigPlacement:
+        self._nvml_call("create_instance")
+        state = self._mig_gpu(gpu)
+        prof = self._geometry(state).profile(profile)
+        free = self.possible_starts(gpu, profile)
+        if start is None and free:
+            start = max(free) if prof.compute_slices in (1, 3) else min(free)
+        if start is None or start not in free:
+            where = "any start" if start is None else f"start {start}"
+            raise PermanentError(
+                f"GPU {gpu}: Insufficient Resources creating {prof.name} at {where}; "
+                f"free starts now: {list(free)}",
+                hint="destroy overlapping instances first, or create larger instances first",
+            )
+        placement = MigPlacement(prof, start)
+        state.placements.append(placement)
+        return placement
+
+    def destroy_instance(self, gpu: int, placement: MigPlacement) -> None:
+        self._nvml_call("destroy_instance")
+        state = self._mig_gpu(gpu)
+        if placement not in state.placements:
+            raise PermanentError(f"GPU {gpu}: no GPU instance {placement}")
+        if self._alive(gpu):
+            raise TemporaryError(
+                f"GPU {gpu}: In use by another client: {len(self._alive(gpu))} processes run",
+                hint="stop the GPU's processes (drain) before destroying instances",
+            )
+        state.placements.remove(placement)
+
+    # --- MpsBackend --------------------------------------------------------------------------
+
+    def start_daemon(self, config: DaemonConfig) -> None:
+        self._settle()
+        state = self._gpu(config.gpu)
+        if state.daemon is None:
+            state.daemon = config
+            state.mps_faulted = False
+
+    def stop_daemon(self, config: DaemonConfig) -> None:
+        self.kill_daemon(config.gpu)
+
+    def daemon_healthy(self, config: DaemonConfig) -> bool:
+        self._settle()
+        daemon = self._gpu(config.gpu).daemon
+        return daemon is not None and daemon.pipe_dir == config.pipe_dir
+
+    # --- ProcessBackend ----------------------------------------------------------------------
+
+    def spawn(self, argv: Sequence[str], env: Mapping[str, str], gpu: int) -> int:
+        now = self._settle()
+        state = self._gpu(gpu)
+        self.spawned.append(tuple(argv))
+        program = Program.from_argv(argv)
+        pipe = env.get("CUDA_MPS_PIPE_DIRECTORY")
+        client = pipe is not None
+        limit: int | None = None
+        if client:
+            if state.daemon is None or str(state.daemon.pipe_dir) != pipe:
+                raise TemporaryError(f"GPU {gpu}: no MPS daemon listens on {pipe}")
+            if state.mps_faulted:
+                raise TemporaryError(
+                    f"GPU {gpu}: MPS server refuses new clients until its faulted clients exit"
+                )
+            limit = state.daemon.default_mem_limit_mib
+            if "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT" in env:
+                limit = parse_mem_limit(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"])
+        self._next_pid += 1
+        proc = _Proc(self._next_pid, tuple(argv), dict(env), gpu, program, now, limit, client)
+        proc.util_pct = program.util_pct
+        self._procs[proc.pid] = proc
+        self._allocate(proc, program.mem_mib, now)
+        return proc.pid
+
+    def poll(self, pid: int) -> ProcessStatus:
+        self._settle()
+        proc = self._procs.get(pid)
+        if proc is None:
+            return ProcessStatus(pid, ProcState.UNKNOWN)
+        if proc.alive:
+            return ProcessStatus(pid, ProcState.RUNNING, gpu=proc.gpu)
+        return ProcessStatus(pid, ProcState.EXITED, proc.returncode, proc.message, proc.gpu)
+
+    def send_signal(self, pid: int, signum: int) -> None:
+        now = self._settle()
+        proc = self._procs.get(pid)
+        if proc is not None and proc.alive and signum in _STOP_SIGNALS:
+            self._exit(proc, now, -signum, "")
+
+    def pids(self) -> list[int]:
+        self._settle()
+        return [p.pid for p in self._procs.values() if p.alive]
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _gpu(self, index: int) -> _Gpu:
+        if isinstance(index, bool) or not 0 <= index < len(self._gpus):
+            raise InputError(f"GPU {index}", f"no such GPU; this node has 0-{len(self._gpus) - 1}")
+        return self._gpus[index]
+
+    def _mig_gpu(self, index: int) -> _Gpu:
+        state = self._gpu(index)
+        require(
+            frozenset({BackendFeature.MIG}) if state.model.supports_mig else frozenset(),
+            BackendFeature.MIG,
+            f"GPU {index} ({state.model.name})",
+        )
+        if not state.mig_enabled:
+            raise PermanentError(f"GPU {index}: MIG mode is disabled")
+        return state
+
+    @staticmethod
+    def _geometry(state: _Gpu) -> MigGeometry:
+        assert state.model.mig is not None
+        return state.model.mig
+
+    def _nvml_call(self, call: str) -> None:
+        self._settle()
+        pending = self._nvml_errors.get(call)
+        if pending:
+            if pending.pop(0):
+                raise PermanentError(f"NVML {call}: NVML_ERROR_NOT_SUPPORTED (injected)")
+            raise TemporaryError(f"NVML {call}: NVML_ERROR_TIMEOUT (injected)", delay_s=1.0)
+
+    def _alive(self, gpu: int) -> list[_Proc]:
+        return [p for p in self._procs.values() if p.alive and p.gpu == gpu]
+
+    def _info(self, state: _Gpu) -> GpuInfo:
+        procs = self._alive(state.index)
+        util = min(100.0, sum(p.util_pct for p in procs))
+        assert state.model.memory_mib is not None
+        return GpuInfo(
+            index=state.index,
+            uuid=f"GPU-fake-{state.index:04d}",
+            model=state.model.name,
+            memory_total_mib=state.model.memory_mib,
+            memory_used_mib=sum(p.alloc_mib for p in procs),
+            utilisation_pct=util,
+            sm_activity_pct=util,
+            mig_enabled=state.mig_enabled,
+            processes=tuple(GpuProcess(p.pid, p.alloc_mib, p.util_pct) for p in procs),
+        )
+
+    def _allocate(self, proc: _Proc, mib: int, now: float) -> None:
+        model_mib = self._gpus[proc.gpu].model.memory_mib or 0
+        others = sum(p.alloc_mib for p in self._alive(proc.gpu) if p is not proc)
+        wanted = proc.alloc_mib + mib
+        if (proc.limit_mib is not None and wanted > proc.limit_mib) or others + wanted > model_mib:
+            self._exit(proc, now, 1, MSG_OOM)
+        else:
+            proc.alloc_mib = wanted
+
+    def _exit(self, proc: _Proc, now: float, returncode: int, message: str) -> None:
+        proc.returncode, proc.message, proc.ended, proc.alloc_mib = returncode, message, now, 0
+        state = self._gpus[proc.gpu]
+        if state.mps_faulted and not any(p.mps_client for p in self._alive(proc.gpu)):
+            state.mps_faulted = False
+
+    def _next_event(self, proc: _Proc) -> tuple[float, str]:
+        p = proc.program
+        events = [
+            (proc.fault_exit_at, "fault"),
+            (proc.started + p.crash_at_s, "crash"),
+            (proc.started + p.duration_s, "end"),
+        ]
+        if not proc.grown:
+            events.append((proc.started + p.grow_at_s, "grow"))
+        return min(events)
+
+    def _settle(self) -> float:
+        """Apply every process event due by now, in time order; return now."""
+        now = self.clock()
+        while True:
+            due = [(self._next_event(p), p.pid) for p in self._procs.values() if p.alive]
+            due = [d for d in due if d[0][0] <= now]
+            if not due:
+                return now
+            (when, kind), pid = min(due)
+            proc = self._procs[pid]
+            if kind == "grow":
+                proc.grown = True
+                self._allocate(proc, proc.program.grow_mib, when)
+            elif kind == "end":
+                self._exit(proc, when, proc.program.exit_code, "")
+            elif kind == "fault":
+                self._exit(proc, when, 1, MSG_MPS_FAULT)
+            else:
+                self._crash(proc, when)
+
+    def _crash(self, proc: _Proc, when: float) -> None:
+        self._exit(proc, when, 1, MSG_CUDA)
+        if not proc.mps_client:
+            return
+        others = [p for p in self._alive(proc.gpu) if p.mps_client]
+        for other in others:
+            other.fault_exit_at = min(other.fault_exit_at, when + FAULT_EXIT_DELAY_S)
+        self._gpus[proc.gpu].mps_faulted = bool(others)

@@ -1,0 +1,84 @@
+"""Prometheus metrics of the agent, in a registry of its own (never the process-global one).
+
+Per GPU: utilisation, memory used and total, the online SM share in force, MPS daemon restarts.
+Per workload: up (1 while running), the SM share its client got, restarts, and exits by fault
+class (from the SQLite event log, so the counts survive agent restarts; exported as gauges for
+that reason). Served on ``GET /metrics`` by :mod:`cotenant.agent.api`, behind the same bearer
+token as the rest of the API (Prometheus sends it with ``authorization: {credentials_file: ...}``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
+
+from cotenant.agent.backends.base import GpuInfo
+from cotenant.agent.state import Status, WorkloadRecord
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class AgentMetrics:
+    """Gauges refreshed from a snapshot on every :meth:`update`."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.gpu_util = Gauge("cotenant_gpu_utilisation_percent", "GPU utilisation", ["gpu"],
+                              registry=r)
+        self.gpu_mem = Gauge("cotenant_gpu_memory_used_mib", "GPU memory used", ["gpu"],
+                             registry=r)
+        self.gpu_mem_total = Gauge("cotenant_gpu_memory_total_mib", "GPU memory", ["gpu"],
+                                   registry=r)
+        self.gpu_share = Gauge("cotenant_gpu_online_sm_share_percent",
+                               "SM share the online service keeps (offline gets the rest)",
+                               ["gpu"], registry=r)
+        self.mps_restarts = Gauge("cotenant_mps_daemon_restarts", "MPS daemon restarts", ["gpu"],
+                                  registry=r)
+        self.up = Gauge("cotenant_workload_up", "1 while the workload runs", ["workload", "role"],
+                        registry=r)
+        self.share = Gauge("cotenant_workload_sm_share_percent",
+                           "MPS active-thread percentage of the running client", ["workload"],
+                           registry=r)
+        self.restarts = Gauge("cotenant_workload_restarts", "Restarts after faults",
+                              ["workload"], registry=r)
+        self.faults = Gauge("cotenant_workload_faults", "Exits by fault class",
+                            ["workload", "fault"], registry=r)
+
+    def update(
+        self,
+        gpus: Sequence[GpuInfo] | None,
+        records: Sequence[WorkloadRecord],
+        faults: Mapping[tuple[str, str], int],
+        shares: Mapping[int, int],
+        mps_restarts: Mapping[int, int],
+    ) -> None:
+        """Replace every value by the snapshot's (``gpus=None``: keep the last GPU values)."""
+        if gpus is not None:
+            for gauge in (self.gpu_util, self.gpu_mem, self.gpu_mem_total):
+                gauge.clear()
+            for info in gpus:
+                label = str(info.index)
+                self.gpu_util.labels(label).set(info.utilisation_pct)
+                self.gpu_mem.labels(label).set(info.memory_used_mib)
+                self.gpu_mem_total.labels(label).set(info.memory_total_mib)
+        for gauge in (self.gpu_share, self.mps_restarts, self.up, self.share, self.restarts,
+                      self.faults):
+            gauge.clear()
+        for gpu, share in shares.items():
+            self.gpu_share.labels(str(gpu)).set(share)
+        for gpu, count in mps_restarts.items():
+            self.mps_restarts.labels(str(gpu)).set(count)
+        for record in records:
+            name = record.spec.name
+            running = record.status is Status.RUNNING
+            self.up.labels(name, record.spec.role.value).set(1 if running else 0)
+            self.restarts.labels(name).set(record.restarts)
+            if running and record.applied_pct is not None:
+                self.share.labels(name).set(record.applied_pct)
+        for (name, fault), count in faults.items():
+            self.faults.labels(name, fault).set(count)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,96 @@
+"""The agent as one object: backend, state, MPS, supervisor, share controller and metrics,
+with the thread-safe calls the API makes and the ``tick`` the run loop makes.
+
+The reconcile core has no threads; the HTTP server's threads and the run loop meet here, under
+one lock. Times are wall-clock seconds (``time.time`` by default, injectable) because they are
+stored in SQLite and must stay meaningful across agent restarts.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from cotenant.agent.backends.base import GpuInfo, NodeBackend
+from cotenant.agent.metrics import AgentMetrics
+from cotenant.agent.mps import MpsManager
+from cotenant.agent.share import ShareController
+from cotenant.agent.spec import WorkloadSpec
+from cotenant.agent.state import StateStore
+from cotenant.agent.supervisor import Supervisor
+from cotenant.errors import CotenantError
+from cotenant.policies.colocation.contract import SharePolicy
+
+
+class AgentService:
+    """Everything ``cotenant agent run`` runs, on one node."""
+
+    def __init__(
+        self,
+        backend: NodeBackend,
+        state_dir: Path,
+        policy: SharePolicy,
+        *,
+        clock: Callable[[], float] = time.time,
+        share_threshold_pct: int = 10,
+    ) -> None:
+        self.backend = backend
+        self.clock = clock
+        self.store = StateStore(state_dir / "agent.db")
+        self.mps = MpsManager(backend, state_dir)
+        self.supervisor = Supervisor(backend, self.store, self.mps)
+        self.share = ShareController(self.supervisor, backend, policy,
+                                     threshold_pct=share_threshold_pct)
+        self.metrics = AgentMetrics()
+        self._lock = threading.RLock()
+        self._gpus: list[GpuInfo] = []
+
+    def tick(self) -> None:
+        with self._lock:
+            now = self.clock()
+            self.share.tick(now)
+            self.supervisor.tick(now)
+            gpus: list[GpuInfo] | None
+            try:
+                gpus = self.backend.gpus()
+                self._gpus = gpus
+            except CotenantError:
+                gpus = None
+            self.metrics.update(gpus, self.store.all(), self.store.fault_counts(),
+                                self.share.shares, self.mps.restarts)
+
+    def submit(self, data: object) -> dict[str, Any]:
+        spec = WorkloadSpec.from_dict(data)
+        with self._lock:
+            return self.supervisor.submit(spec, self.clock()).to_dict()
+
+    def workloads(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [r.to_dict() for r in self.store.all()]
+
+    def stop(self, name: str) -> dict[str, Any]:
+        with self._lock:
+            return self.supervisor.stop(name, self.clock()).to_dict()
+
+    def exists(self, name: str) -> bool:
+        with self._lock:
+            return self.store.get(name) is not None
+
+    def gpus(self) -> list[dict[str, Any]]:
+        with self._lock:
+            infos = self.backend.gpus()
+            return [{**asdict(g), "online_share_pct": self.share.shares.get(g.index)}
+                    for g in infos]
+
+    def metrics_text(self) -> bytes:
+        with self._lock:
+            return self.metrics.render()
+
+    def close(self) -> None:
+        with self._lock:
+            self.store.close()
+

@@ -1,0 +1,113 @@
+"""The SM-share controller: the co-location policy's decision, enforced through MPS.
+
+Each tick, for every GPU that runs an online service, it observes the online load (the online
+process's SM utilisation where the backend reports it per process, else the GPU's
+utilisation, as a fraction), asks the :class:`~cotenant.policies.colocation.SharePolicy` - the
+same object the simulator drives - for the online share, and gives the GPU's offline workloads
+``100 - share`` percent of the SMs (at least 1, MPS's minimum).
+
+MPS reads ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` only when a client creates its context, and
+``set_active_thread_percentage <server PID> <pct>`` in ``nvidia-cuda-mps-control`` changes it
+only for clients that connect to that server later. So a running offline client gets a new
+share by being restarted, and only when the share moved by more than ``threshold_pct`` (to
+avoid restart storms; offline jobs are expected to checkpoint). Online clients are never
+restarted for a share change. With several online services on one GPU, the busiest one decides.
+
+:data:`SHARE_POLICIES` names the policies ``cotenant agent run --share-policy`` can use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cotenant.agent.backends.base import DeviceInventory, GpuInfo
+from cotenant.agent.spec import Role
+from cotenant.agent.state import Status, WorkloadRecord
+from cotenant.agent.supervisor import NODE, Supervisor
+from cotenant.errors import CotenantError
+from cotenant.policies.colocation.contract import (
+    MAX_SHARE_PCT,
+    MIN_SHARE_PCT,
+    OnlineObservation,
+    SharePolicy,
+    check_share_pct,
+)
+from cotenant.registry import Registry
+
+SHARE_POLICIES: Registry[SharePolicy] = Registry("share policy")
+
+
+@SHARE_POLICIES.register("static", aliases=("fixed-online",))
+@dataclass(frozen=True)
+class StaticShare:
+    """The online service keeps ``online_pct`` of the SMs whatever its load (a baseline; the
+    load-driven policies live in :mod:`cotenant.policies.colocation`)."""
+
+    online_pct: int = 70
+
+    def online_share(self, obs: OnlineObservation) -> int:
+        return check_share_pct(self.online_pct, "static share policy online_pct")
+
+
+class ShareController:
+    """Applies a share policy to every GPU with an online workload."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        inventory: DeviceInventory,
+        policy: SharePolicy,
+        *,
+        threshold_pct: int = 10,
+    ) -> None:
+        self.supervisor = supervisor
+        self.inventory = inventory
+        self.policy = policy
+        self.threshold_pct = threshold_pct
+        self.shares: dict[int, int] = {}
+        """The online share in force per GPU."""
+
+    def tick(self, now: float) -> None:
+        store = self.supervisor.store
+        try:
+            gpus = {g.index: g for g in self.inventory.gpus()}
+        except CotenantError as exc:
+            store.event(now, NODE, "nvml error", detail=exc.one_line())
+            return
+        records = store.all()
+        for index, info in gpus.items():
+            online = [r for r in records if r.spec.gpu == index and r.spec.role is Role.ONLINE
+                      and r.status is Status.RUNNING]
+            if not online:
+                self.shares.pop(index, None)
+                continue
+            offline = [r for r in records if r.spec.gpu == index
+                       and r.spec.role is Role.OFFLINE and not r.status.final]
+            share = self._decide(info, online, offline)
+            self.shares[index] = share
+            target = max(MIN_SHARE_PCT, MAX_SHARE_PCT - share)
+            for record in offline:
+                if record.status is Status.RUNNING:
+                    applied = MAX_SHARE_PCT if record.applied_pct is None else record.applied_pct
+                    change = abs(applied - target) > self.threshold_pct
+                else:  # not running: the new share applies when it starts
+                    change = record.share_pct != target
+                if change:
+                    self.supervisor.restart_for_share(record.spec.name, target, now)
+
+    def _decide(self, info: GpuInfo, online: list[WorkloadRecord],
+                offline: list[WorkloadRecord]) -> int:
+        per_pid = {p.pid: p.sm_util_pct for p in info.processes}
+        loads = []
+        for record in online:
+            util = per_pid.get(record.pid) if record.pid is not None else None
+            loads.append((info.utilisation_pct if util is None else util, record))
+        util, busiest = max(loads, key=lambda item: (item[0], item[1].spec.name))
+        current = self.shares.get(info.index)
+        if current is None:
+            applied = [r.applied_pct for r in offline if r.applied_pct is not None]
+            current = MAX_SHARE_PCT - applied[0] if applied else MAX_SHARE_PCT
+        current = min(MAX_SHARE_PCT, max(MIN_SHARE_PCT, current))
+        obs = OnlineObservation(busiest.spec.model or busiest.spec.name, util / 100.0,
+                                busiest.spec.slo_ms, current)
+        return check_share_pct(self.policy.online_share(obs), "share policy result")

@@ -1,0 +1,254 @@
+"""The supervisor: runs workloads and reacts to every exit the way MuxFlow's node agent does.
+
+Everything happens in :meth:`Supervisor.tick` (no threads): re-adopt what a previous agent
+left running, read XID events, check each GPU's MPS daemon, reap exited processes, start what
+is due. The rules:
+
+* every exit is classified (:mod:`cotenant.agent.faults`) and logged with its class;
+* SIGINT/SIGTERM ending an *offline* workload is a graceful stop: it is not restarted;
+* an offline crash (CUDA error, OOM, XID, plain crash) restarts it after an exponential
+  backoff (``Backoff``), up to ``max_restarts``;
+* an online service that exits abnormally is restarted at once (backoff only while it keeps
+  crashing);
+* an MPS daemon that stops answering is restarted; the workloads of that GPU are restarted
+  without backoff (not their fault), online ones first, offline ones after;
+* online work is never stopped or delayed for offline's sake: online workloads start first in
+  every tick, and only offline clients are restarted to change their SM share;
+* an agent restart (a new Supervisor on the same SQLite file) re-adopts every process still
+  alive and accounts for the rest (their exit is classified, ``lost`` where unknown), so no
+  workload disappears from the state.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+
+from cotenant.agent.backends.base import (
+    BackendFeature,
+    NodeBackend,
+    ProcessStatus,
+    ProcState,
+    XidEvent,
+)
+from cotenant.agent.faults import FaultClass, classify
+from cotenant.agent.mps import MpsManager
+from cotenant.agent.spec import Role, WorkloadSpec
+from cotenant.agent.state import StateStore, Status, WorkloadRecord
+from cotenant.errors import CotenantError, InputError, PermanentError, TemporaryError
+
+NODE = "node"  # the events table's workload name for node-level events
+_GRACEFUL = {signal.SIGINT, signal.SIGTERM}
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Delay before restart ``n`` (1-based): ``min(cap_s, base_s * factor ** (n - 1))``."""
+
+    base_s: float = 1.0
+    factor: float = 2.0
+    cap_s: float = 300.0
+
+    def delay(self, n: int) -> float:
+        return min(self.cap_s, self.base_s * self.factor ** max(0, n - 1))
+
+
+class Supervisor:
+    """Reconciles the workloads in ``store`` with the processes on ``backend``."""
+
+    def __init__(
+        self,
+        backend: NodeBackend,
+        store: StateStore,
+        mps: MpsManager,
+        *,
+        backoff: Backoff | None = None,
+        max_restarts: int = 10,
+        stop_grace_s: float = 10.0,
+    ) -> None:
+        self.backend = backend
+        self.store = store
+        self.mps = mps
+        self.backoff = backoff or Backoff()
+        self.max_restarts = max_restarts
+        self.stop_grace_s = stop_grace_s
+        features = backend.features()
+        self.use_mps = BackendFeature.MPS in features
+        self._xid_feature = BackendFeature.XID_EVENTS in features
+        self._recovered = False
+        self._xids: list[XidEvent] = []
+        self._xid_since = float("-inf")
+        self._mps_failed: dict[int, float] = {}  # GPU -> when its MPS daemon was found dead
+
+    # --- requests ----------------------------------------------------------------------------
+
+    def submit(self, spec: WorkloadSpec, now: float) -> WorkloadRecord:
+        gpu_count = len(self.backend.gpus())
+        if spec.gpu >= gpu_count:
+            raise InputError(f"workload {spec.name!r}.gpu",
+                             f"no GPU {spec.gpu}; this node has 0-{gpu_count - 1}")
+        record = self.store.add(spec, now)
+        self.store.event(now, spec.name, "submitted", detail=" ".join(spec.argv))
+        return record
+
+    def stop(self, name: str, now: float) -> WorkloadRecord:
+        record = self.store.get(name)
+        if record is None:
+            raise InputError(f"workload {name!r}", "does not exist")
+        if record.status.final:
+            return record
+        self.store.event(now, name, "stop requested")
+        if record.status.has_process and record.pid is not None:
+            self.backend.send_signal(record.pid, signal.SIGTERM)
+            return self.store.update(record, status=Status.STOPPING, since=now)
+        return self.store.update(record, status=Status.STOPPED, since=now)
+
+    def restart_for_share(self, name: str, share_pct: int, now: float) -> None:
+        """Give offline workload ``name`` a new SM share by restarting its client (MPS reads
+        the share only when a client starts)."""
+        record = self.store.get(name)
+        if record is None or record.spec.role is not Role.OFFLINE:
+            return
+        record = self.store.update(record, share_pct=share_pct)
+        if record.status is Status.RUNNING and record.pid is not None:
+            self.store.event(now, name, "share change", detail=f"{record.applied_pct}->{share_pct}")
+            self.backend.send_signal(record.pid, signal.SIGTERM)
+            self.store.update(record, status=Status.RESTARTING, since=now)
+
+    # --- reconcile ---------------------------------------------------------------------------
+
+    def tick(self, now: float) -> None:
+        """One reconcile pass."""
+        if not self._recovered:
+            self._recover(now)
+        self._read_xids(now)
+        self._check_mps(now)
+        for record in self.store.all():
+            if record.status.has_process:
+                self._reap(record, now)
+        self._start_due(now)
+
+    def _recover(self, now: float) -> None:
+        self._recovered = True
+        for record in self.store.all():
+            if not record.status.has_process or record.pid is None:
+                continue
+            status = self.backend.poll(record.pid)
+            if status.state is ProcState.RUNNING:
+                self.store.event(now, record.spec.name, "adopted", detail=f"pid {record.pid}")
+            else:
+                self.store.event(now, record.spec.name, "lost", detail=f"pid {record.pid}")
+                self._exited(record, status, now)
+
+    def _read_xids(self, now: float) -> None:
+        if not self._xid_feature:
+            return
+        try:
+            events = self.backend.xid_events(self._xid_since)
+        except PermanentError as exc:  # e.g. not supported here: stop asking
+            self._xid_feature = False
+            self.store.event(now, NODE, "nvml error", detail=f"XID events off: {exc.one_line()}")
+            return
+        except CotenantError as exc:
+            self.store.event(now, NODE, "nvml error", detail=exc.one_line())
+            return
+        for event in events:
+            self.store.event(now, NODE, "xid", FaultClass.XID.value,
+                             f"XID {event.xid} on GPU {event.gpu} pid {event.pid}")
+            self._xid_since = max(self._xid_since, event.time)
+        self._xids = [*self._xids, *events][-100:]
+
+    def _check_mps(self, now: float) -> None:
+        if not self.use_mps:
+            return
+        gpus = {r.spec.gpu for r in self.store.all() if r.status.has_process}
+        for gpu in sorted(gpus):
+            try:
+                if self.mps.healthy(gpu):
+                    continue
+                self.store.event(now, NODE, "mps failure", FaultClass.MPS.value, f"GPU {gpu}")
+                self._mps_failed[gpu] = now
+                self.mps.ensure(gpu)
+                self.store.event(now, NODE, "mps restarted", detail=f"GPU {gpu}")
+            except CotenantError as exc:
+                self.store.event(now, NODE, "mps error", detail=exc.one_line())
+
+    def _reap(self, record: WorkloadRecord, now: float) -> None:
+        assert record.pid is not None
+        status = self.backend.poll(record.pid)
+        if status.state is ProcState.RUNNING:
+            outlived_daemon = record.since < self._mps_failed.get(record.spec.gpu, -1.0)
+            overdue = record.status in (Status.STOPPING, Status.RESTARTING) and (
+                now - record.since > self.stop_grace_s
+            )
+            if outlived_daemon or overdue:
+                self.backend.send_signal(record.pid, signal.SIGKILL)
+            return
+        self._exited(record, status, now)
+
+    def _exited(self, record: WorkloadRecord, status: ProcessStatus, now: float) -> None:
+        name, spec = record.spec.name, record.spec
+        mps_failed = record.since < self._mps_failed.get(spec.gpu, -1.0)
+        fault, detail = classify(status, spec.gpu, now, self._xids, mps_failed)
+        self.store.event(now, name, "exit", fault.value, detail)
+        record = self.store.update(record, pid=None, last_exit=f"{fault.value}: {detail}",
+                                   since=now)
+        signum = -status.returncode if status.returncode and status.returncode < 0 else 0
+        if record.status is Status.STOPPING:
+            self.store.update(record, status=Status.STOPPED)
+        elif record.status is Status.RESTARTING:
+            self._restart(record, now, delay=0.0, count=False)
+        elif fault in (FaultClass.MPS, FaultClass.LOST):
+            self._restart(record, now, delay=0.0)
+        elif spec.role is Role.OFFLINE and fault is FaultClass.SIGNAL and signum in _GRACEFUL:
+            self.store.event(now, name, "graceful stop", detail=detail)
+            self.store.update(record, status=Status.STOPPED)
+        elif fault is FaultClass.NONE:
+            self.store.update(record, status=Status.COMPLETED)
+        elif record.restarts >= self.max_restarts:
+            self.store.event(now, name, "gave up", detail=f"{record.restarts} restarts")
+            self.store.update(record, status=Status.FAILED)
+        else:
+            first_online = spec.role is Role.ONLINE and record.restarts == 0
+            delay = 0.0 if first_online else self.backoff.delay(record.restarts + 1)
+            self._restart(record, now, delay)
+
+    def _restart(self, record: WorkloadRecord, now: float, delay: float,
+                 count: bool = True) -> None:
+        status = Status.PENDING if delay == 0.0 else Status.BACKOFF
+        self.store.event(now, record.spec.name, "restart", detail=f"in {delay:g} s")
+        self.store.update(record, status=status, restarts=record.restarts + int(count),
+                          next_start=now + delay)
+
+    def _start_due(self, now: float) -> None:
+        due = [r for r in self.store.all()
+               if r.status in (Status.PENDING, Status.BACKOFF) and r.next_start <= now]
+        due.sort(key=lambda r: (r.spec.role is not Role.ONLINE, r.next_start, r.spec.name))
+        for record in due:
+            self._start(record, now)
+        for gpu, failed_at in list(self._mps_failed.items()):
+            if not any(r.spec.gpu == gpu and r.status.has_process and r.since < failed_at
+                       for r in self.store.all()):
+                del self._mps_failed[gpu]
+
+    def _start(self, record: WorkloadRecord, now: float) -> None:
+        spec = record.spec
+        share = record.share_pct if record.share_pct is not None else spec.sm_share
+        env = dict(spec.env)
+        try:
+            if self.use_mps:
+                self.mps.ensure(spec.gpu)
+                env.update(self.mps.client_env(spec.gpu, share, spec.mem_limit_mib))
+            else:
+                env["CUDA_VISIBLE_DEVICES"] = str(spec.gpu)
+            pid = self.backend.spawn(list(spec.argv), env, spec.gpu)
+        except TemporaryError as exc:
+            self.store.event(now, spec.name, "start deferred", detail=exc.one_line())
+            self.store.update(record, next_start=now + exc.delay_s)
+            return
+        except CotenantError as exc:
+            self.store.event(now, spec.name, "start failed", detail=exc.one_line())
+            self.store.update(record, status=Status.FAILED, last_exit=exc.one_line(), since=now)
+            return
+        self.store.event(now, spec.name, "started", detail=f"pid {pid} share {share}")
+        self.store.update(record, status=Status.RUNNING, pid=pid, applied_pct=share, since=now)

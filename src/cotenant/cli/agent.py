@@ -1,0 +1,207 @@
+"""``cotenant agent``: run the node agent, ask it for its status, submit and stop workloads.
+
+``run`` is the daemon (until SIGINT); the other commands talk to its HTTP API with the bearer
+token from ``--token-file`` (default ``<state-dir>/token``, created by ``run`` with mode 0600).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cotenant.agent.api import AgentServer
+from cotenant.agent.backends import BACKEND_NAMES, open_backend
+from cotenant.agent.service import AgentService
+from cotenant.agent.share import SHARE_POLICIES
+from cotenant.agent.spec import WorkloadSpec
+from cotenant.errors import CotenantError, InputError, UnknownNameError
+from cotenant.policies.colocation.contract import check_share_pct
+
+app = typer.Typer(help="The node agent: MPS, MIG, workloads, metrics.", no_args_is_help=True)
+
+DEFAULT_STATE = Path(".cotenant")
+DEFAULT_URL = "http://127.0.0.1:8470"
+StateDir = Annotated[Path, typer.Option(help="state directory (SQLite, MPS dirs, token)")]
+TokenFile = Annotated[
+    Path | None, typer.Option(help="file holding the API bearer token [<state-dir>/token]")
+]
+Url = Annotated[str, typer.Option(help="the agent's API")]
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise InputError("--listen", f"{text!r} is not HOST:PORT", hint="e.g. 127.0.0.1:8470")
+    return host, int(port)
+
+
+def read_token(path: Path) -> str:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read the token: {exc.strerror}",
+                         hint="pass --token-file, or start `cotenant agent run` first") from exc
+    if not token:
+        raise InputError(str(path), "token file is empty")
+    return token
+
+
+def ensure_token(path: Path) -> str:
+    """The token in ``path``, created (random, mode 0600) when the file does not exist."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(32) + "\n", encoding="utf-8")
+    return read_token(path)
+
+
+@app.command()
+def run(
+    backend: Annotated[str, typer.Option(help=f"one of: {', '.join(BACKEND_NAMES)}")] = "nvml",
+    gpus: Annotated[str, typer.Option(help="fake backend: MODEL:COUNT")] = "A100-40GB:4",
+    state_dir: StateDir = DEFAULT_STATE,
+    listen: Annotated[str, typer.Option(help="HOST:PORT of the API")] = "127.0.0.1:8470",
+    token_file: TokenFile = None,
+    share_policy: Annotated[
+        str, typer.Option(help=f"one of: {', '.join(SHARE_POLICIES.names())}, or module:attr")
+    ] = "static",
+    online_share: Annotated[int, typer.Option(help="static policy: online SM share %")] = 70,
+    interval: Annotated[float, typer.Option(help="seconds between reconcile ticks")] = 1.0,
+    ticks: Annotated[int, typer.Option(help="stop after this many ticks (0: until SIGINT)")] = 0,
+) -> None:
+    """Run the agent until SIGINT (the fake backend runs anywhere)."""
+    if backend not in BACKEND_NAMES:
+        raise UnknownNameError("backend", backend, BACKEND_NAMES)
+    check_share_pct(online_share, "--online-share")
+    host, port = parse_listen(listen)
+    kwargs: dict[str, object] = {}
+    if ":" not in share_policy and SHARE_POLICIES.canonical(share_policy) == "static":
+        kwargs["online_pct"] = online_share
+    policy = SHARE_POLICIES.create(share_policy, **kwargs)
+    token = ensure_token(token_file or state_dir / "token")
+    node = open_backend(backend, gpus=gpus, state_dir=state_dir)
+    service = AgentService(node, state_dir, policy)
+    server = AgentServer((host, port), service, token)
+    thread = threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True)
+    thread.start()
+    typer.echo(f"cotenant agent: {backend} backend, {len(node.gpus())} GPUs, API on "
+               f"http://{host}:{server.server_address[1]} (token in "
+               f"{token_file or state_dir / 'token'}), state in {state_dir}")
+    count = 0
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # systemd stops with SIGTERM
+    try:
+        while ticks == 0 or count < ticks:
+            service.tick()
+            count += 1
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        kept = ("fake workloads end with this process; the next run restarts them"
+                if backend == "fake" else "workloads keep running; the next run re-adopts them")
+        typer.echo(f"cotenant agent: stopping ({kept})")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        server.shutdown()
+        server.server_close()
+        service.close()
+
+
+def _interrupt(*_: object) -> None:
+    """SIGTERM handler: stop like Ctrl-C."""
+    raise KeyboardInterrupt
+
+
+def _call(url: str, token: str, method: str, path: str, body: object = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url.rstrip("/") + path, data=data, method=method)
+    request.add_header("Authorization", f"Bearer {token}")
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read()).get("error", exc.reason)
+        except ValueError:
+            message = exc.reason
+        finally:
+            exc.close()
+        raise CotenantError(f"agent at {url}: HTTP {exc.code}: {message}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        raise CotenantError(f"cannot reach the agent at {url}: {exc}",
+                            hint="is `cotenant agent run` running? check --url") from exc
+
+
+@app.command()
+def status(
+    url: Url = DEFAULT_URL,
+    state_dir: StateDir = DEFAULT_STATE,
+    token_file: TokenFile = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """GPUs and workloads of a running agent."""
+    token = read_token(token_file or state_dir / "token")
+    gpus = _call(url, token, "GET", "/v1/gpus")
+    workloads = _call(url, token, "GET", "/v1/workloads")
+    if json_out:
+        typer.echo(json.dumps({"gpus": gpus, "workloads": workloads}, indent=2))
+        return
+    console = Console()
+    table = Table(title="GPUs")
+    for col in ("gpu", "model", "util %", "memory MiB", "MIG", "online share %"):
+        table.add_column(col)
+    for g in gpus:
+        table.add_row(str(g["index"]), g["model"], f"{g['utilisation_pct']:.0f}",
+                      f"{g['memory_used_mib']}/{g['memory_total_mib']}",
+                      "on" if g["mig_enabled"] else "off", str(g["online_share_pct"] or "-"))
+    console.print(table)
+    table = Table(title="Workloads")
+    for col in ("name", "role", "gpu", "status", "pid", "restarts", "SM %", "last exit"):
+        table.add_column(col)
+    for w in workloads:
+        table.add_row(w["name"], w["role"], str(w["gpu"]), w["status"], str(w["pid"] or "-"),
+                      str(w["restarts"]), str(w["applied_pct"] or "-"), w["last_exit"][:40])
+    console.print(table)
+
+
+@app.command()
+def submit(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC.json", help="a workload spec")],
+    url: Url = DEFAULT_URL,
+    state_dir: StateDir = DEFAULT_STATE,
+    token_file: TokenFile = None,
+) -> None:
+    """Submit a workload spec (JSON: name, argv list, role, gpu, sm_share, mem_limit_mib, env)."""
+    try:
+        data = json.loads(spec_path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(str(spec_path), f"cannot read: {exc.strerror}") from exc
+    except ValueError as exc:
+        raise InputError(str(spec_path), f"not JSON: {exc}") from exc
+    spec = WorkloadSpec.from_dict(data, spec_path.name)
+    token = read_token(token_file or state_dir / "token")
+    record = _call(url, token, "POST", "/v1/workloads", spec.to_dict())
+    typer.echo(f"{record['name']}: {record['status']}")
+
+
+@app.command()
+def stop(
+    name: Annotated[str, typer.Argument(help="workload name")],
+    url: Url = DEFAULT_URL,
+    state_dir: StateDir = DEFAULT_STATE,
+    token_file: TokenFile = None,
+) -> None:
+    """Stop a workload (SIGTERM; it is not restarted)."""
+    token = read_token(token_file or state_dir / "token")
+    record = _call(url, token, "DELETE", f"/v1/workloads/{name}")
+    typer.echo(f"{record['name']}: {record['status']}")

@@ -1,0 +1,152 @@
+"""The token-protected HTTP API over a fake node: 401s, specs that cannot reach a shell, 400s."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cotenant.agent.api import AgentServer
+from cotenant.agent.backends import FakeNode, ManualClock
+from cotenant.agent.service import AgentService
+from cotenant.agent.share import StaticShare
+
+from .harness import OFFLINE, ONLINE
+
+TOKEN = "s3cret-token"
+
+
+class Client:
+    def __init__(self, url: str, service: AgentService, node: FakeNode) -> None:
+        self.url, self.service, self.node = url, service, node
+
+    def call(self, method: str, path: str, body: object = None, token: str | None = TOKEN,
+             raw: bytes | None = None) -> tuple[int, bytes]:
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        if token is not None:
+            request.add_header("Authorization", f"Bearer {token}")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            payload = exc.read()
+            exc.close()
+            return exc.code, payload
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[Client]:
+    clock = ManualClock(1000.0)
+    node = FakeNode.build("A100-40GB", 2, clock)
+    service = AgentService(node, tmp_path, StaticShare(70), clock=clock)
+    server = AgentServer(("127.0.0.1", 0), service, TOKEN)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield Client(f"http://127.0.0.1:{server.server_address[1]}", service, node)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+        service.close()
+
+
+@pytest.mark.parametrize("path", ["/v1/workloads", "/v1/gpus", "/metrics", "/nope"])
+@pytest.mark.parametrize("token", [None, "wrong", "", "s3cret-token-x"])
+def test_without_the_right_token_every_route_is_401(
+    client: Client, path: str, token: str | None
+) -> None:
+    code, body = client.call("GET", path, token=token)
+    assert code == 401
+    assert json.loads(body) == {"error": "missing or wrong bearer token"}
+
+
+def test_post_and_delete_need_the_token_too(client: Client) -> None:
+    assert client.call("POST", "/v1/workloads", ONLINE, token="bad")[0] == 401
+    assert client.call("DELETE", "/v1/workloads/web", token=None)[0] == 401
+    assert client.service.workloads() == []
+
+
+def test_submit_list_stop_and_gpus(client: Client) -> None:
+    code, body = client.call("POST", "/v1/workloads", ONLINE)
+    assert code == 201
+    assert json.loads(body)["status"] == "pending"
+    client.call("POST", "/v1/workloads", OFFLINE)
+    client.service.tick()
+    code, body = client.call("GET", "/v1/workloads")
+    assert code == 200
+    assert {w["name"]: w["status"] for w in json.loads(body)} == {
+        "web": "running", "train": "running"}
+    client.service.tick()
+    code, body = client.call("GET", "/v1/gpus")
+    gpus = json.loads(body)
+    assert [g["index"] for g in gpus] == [0, 1]
+    assert gpus[0]["online_share_pct"] == 70
+    assert client.call("DELETE", "/v1/workloads/train")[0] == 200
+    assert client.call("DELETE", "/v1/workloads/ghost")[0] == 404
+
+
+def test_metrics(client: Client) -> None:
+    client.call("POST", "/v1/workloads", ONLINE)
+    client.call("POST", "/v1/workloads", OFFLINE)
+    client.service.tick()
+    client.service.tick()
+    code, body = client.call("GET", "/metrics")
+    text = body.decode()
+    assert code == 200
+    assert 'cotenant_workload_up{role="online",workload="web"} 1.0' in text
+    assert 'cotenant_gpu_online_sm_share_percent{gpu="0"} 70.0' in text
+    assert 'cotenant_workload_sm_share_percent{workload="train"} 30.0' in text
+    assert 'cotenant_gpu_memory_used_mib{gpu="0"} 12000.0' in text
+    assert "cotenant_workload_restarts" in text
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sh", "-c", "echo pwned > /tmp/pwned; rm -rf /"],
+        ["fake-workload", "; rm -rf / #", "$(reboot)", "`id`", "a && b | c"],
+    ],
+)
+def test_argv_reaches_the_process_backend_exactly_as_a_list(
+    client: Client, argv: list[str]
+) -> None:
+    code, _ = client.call("POST", "/v1/workloads", {**OFFLINE, "name": "x", "argv": argv})
+    assert code == 201
+    client.service.tick()
+    assert client.node.spawned[-1] == tuple(argv)
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ({**OFFLINE, "argv": "sh -c 'rm -rf /'"}, "argv"),
+        ({**OFFLINE, "argv": [1, 2]}, "argv"),
+        ({**OFFLINE, "sm_share": 0}, "outside 1-100"),
+        ({**OFFLINE, "gpu": 9}, "no GPU 9"),
+        ({**OFFLINE, "shell": True}, "unknown key"),
+    ],
+)
+def test_malformed_specs_get_400_with_one_line(
+    client: Client, body: dict[str, object], needle: str
+) -> None:
+    code, payload = client.call("POST", "/v1/workloads", body)
+    assert code == 400
+    message = json.loads(payload)["error"]
+    assert needle in message
+    assert "\n" not in message
+    assert client.node.spawned == []
+
+
+def test_invalid_json_is_400(client: Client) -> None:
+    code, payload = client.call("POST", "/v1/workloads", raw=b"{not json")
+    assert code == 400
+    assert "not JSON" in json.loads(payload)["error"]

@@ -1,0 +1,115 @@
+"""Real-GPU tests (marker ``gpu``), skipped where NVML finds no GPU.
+
+They read the inventory, start MPS daemons under a temporary directory and run processes, but
+never change a GPU's MIG mode or layout, clocks or compute mode (MIG is exercised on the fake).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cotenant.agent.backends import open_backend
+from cotenant.agent.mps import MpsManager
+from cotenant.agent.service import AgentService
+from cotenant.agent.share import StaticShare
+from cotenant.agent.state import Status
+
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_gpu")]
+
+ONLINE_PY = """
+import sys, time, torch
+x = torch.randn(2048, 2048, device="cuda")
+end = time.time() + float(sys.argv[2])
+with open(sys.argv[1], "a") as beat:
+    while time.time() < end:
+        (x @ x).sum().item()
+        beat.write(f"{time.time()}\\n"); beat.flush()
+        time.sleep(0.05)
+"""
+OFFLINE_PY = """
+import torch
+torch.ones(256, 1024, 1024, device="cuda")  # 1 GiB: fits
+torch.ones(768, 1024, 1024, device="cuda")  # 3 GiB more: past the 2 GiB limit
+"""
+
+
+def need(tool: str) -> None:
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+
+
+def test_nvml_inventory_matches_nvidia_smi(tmp_path: Path) -> None:
+    need("nvidia-smi")
+    out = subprocess.run(
+        ["nvidia-smi", "--query-gpu=index,uuid,memory.total,mig.mode.current",
+         "--format=csv,noheader,nounits"],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout
+    rows = [[c.strip() for c in line.split(",")] for line in out.strip().splitlines()]
+    gpus = open_backend("nvml", state_dir=tmp_path).gpus()
+    assert len(gpus) == len(rows)
+    for info, (index, uuid, total, mig) in zip(gpus, rows, strict=True):
+        assert info.index == int(index)
+        assert info.uuid == uuid
+        assert abs(info.memory_total_mib - int(total)) <= 1
+        assert info.mig_enabled == (mig == "Enabled")
+
+
+def test_mps_daemon_starts_and_stops(tmp_path: Path) -> None:
+    need("nvidia-cuda-mps-control")
+    node = open_backend("nvml", state_dir=tmp_path)
+    mps = MpsManager(node, tmp_path)
+    try:
+        assert mps.ensure(0)
+        assert mps.healthy(0)
+        assert (tmp_path / "mps" / "gpu0" / "pipe").is_dir()
+    finally:
+        mps.stop(0)
+    assert not mps.healthy(0)
+
+
+def test_offline_past_its_memory_limit_fails_while_online_keeps_serving(tmp_path: Path) -> None:
+    need("nvidia-cuda-mps-control")
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    beats = tmp_path / "beats"
+    service = AgentService(open_backend("nvml", state_dir=tmp_path), tmp_path, StaticShare(70))
+    try:
+        service.submit({"name": "web", "role": "online", "gpu": 0, "mem_limit_mib": 4096,
+                        "argv": [sys.executable, "-c", ONLINE_PY, str(beats), "60"]})
+        service.submit({"name": "train", "role": "offline", "gpu": 0, "mem_limit_mib": 2048,
+                        "sm_share": 30, "argv": [sys.executable, "-c", OFFLINE_PY]})
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            service.tick()
+            faults = [e.fault for e in service.store.events("train") if e.kind == "exit"]
+            if faults:
+                break
+            time.sleep(0.5)
+        assert faults[0] == "oom"
+        seen = beats.read_text().count("\n")
+        time.sleep(3)
+        service.tick()
+        web = service.store.get("web")
+        assert web is not None
+        assert web.status is Status.RUNNING
+        assert web.restarts == 0
+        assert beats.read_text().count("\n") > seen  # still serving
+    finally:
+        for name in ("web", "train"):
+            if service.exists(name):
+                service.stop(name)
+        for _ in range(40):
+            service.tick()
+            if all(r.status.final for r in service.store.all()):
+                break
+            time.sleep(0.5)
+        service.mps.stop(0)
+        service.close()

@@ -1,0 +1,81 @@
+"""The SM-share controller drives any SharePolicy and restarts only offline clients."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cotenant.agent.share import SHARE_POLICIES, ShareController, StaticShare
+from cotenant.agent.state import Status
+from cotenant.policies.colocation.contract import OnlineObservation
+
+from .harness import OFFLINE, ONLINE, Agent, make_agent
+
+
+@dataclass
+class LoadShare:
+    """Test policy: the online service keeps its load plus 20 points; records what it saw."""
+
+    seen: list[OnlineObservation] = field(default_factory=list)
+
+    def online_share(self, obs: OnlineObservation) -> int:
+        self.seen.append(obs)
+        return max(1, min(100, round(obs.load * 100) + 20))
+
+
+def setup(tmp_path: Path) -> tuple[Agent, ShareController, LoadShare]:
+    agent = make_agent(tmp_path)
+    policy = LoadShare()
+    controller = ShareController(agent.sup, agent.node, policy, threshold_pct=10)
+    agent.submit(ONLINE)  # util 30 %
+    agent.submit(OFFLINE)  # starts with sm_share 50
+    agent.run(0.5)
+    return agent, controller, policy
+
+
+def tick(agent: Agent, controller: ShareController, seconds: float = 1.0) -> None:
+    for _ in range(round(seconds / 0.5)):
+        agent.clock.advance(0.5)
+        controller.tick(agent.clock())
+        agent.sup.tick(agent.clock())
+
+
+def test_share_follows_the_online_load(tmp_path: Path) -> None:
+    agent, controller, policy = setup(tmp_path)
+    tick(agent, controller)
+    obs = policy.seen[0]
+    assert obs.model == "resnet50"
+    assert obs.slo_ms == 50
+    assert obs.load == 0.3  # the online process's own SM utilisation
+    assert controller.shares[0] == 50
+    train = agent.record("train")
+    assert train.status is Status.RUNNING
+    assert train.applied_pct == 50  # 100 - 50: within the threshold, no restart
+    web_pid = agent.record("web").pid
+    assert web_pid is not None
+    agent.node.set_util(web_pid, 70.0)  # load rises: online keeps 90, offline gets 10
+    tick(agent, controller)
+    train = agent.record("train")
+    assert train.applied_pct == 10
+    assert train.pid is not None
+    assert agent.node.env_of(train.pid)["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "10"
+    assert agent.record("web").pid == web_pid  # online never restarted
+    assert train.restarts == 0  # a share change is not a fault
+    assert policy.seen[-1].online_share_pct == 90
+
+
+def test_small_changes_do_not_restart(tmp_path: Path) -> None:
+    agent, controller, _ = setup(tmp_path)
+    tick(agent, controller)
+    pid = agent.record("train").pid
+    web_pid = agent.record("web").pid
+    assert web_pid is not None
+    agent.node.set_util(web_pid, 35.0)  # share 55 -> offline 45: within 10 points of 50
+    tick(agent, controller, 2.0)
+    assert agent.record("train").pid == pid
+
+
+def test_static_policy_from_the_registry() -> None:
+    policy = SHARE_POLICIES.create("static", online_pct=60)
+    assert isinstance(policy, StaticShare)
+    assert policy.online_share(OnlineObservation("m", 0.5, 10.0)) == 60

@@ -1,0 +1,136 @@
+"""Supervisor basics, workload specs, the SQLite state and the MPS manager on the fake node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cotenant.agent.backends import FakeNode, ManualClock
+from cotenant.agent.backends.base import ProcessStatus, ProcState, XidEvent
+from cotenant.agent.faults import FaultClass, classify
+from cotenant.agent.mps import MpsManager, pinned_mem_limit
+from cotenant.agent.spec import Role, WorkloadSpec
+from cotenant.agent.state import StateStore, Status
+from cotenant.errors import InputError
+
+from .harness import OFFLINE, ONLINE, make_agent
+
+
+def test_spec_parses_and_round_trips() -> None:
+    spec = WorkloadSpec.from_dict(OFFLINE)
+    assert spec.role is Role.OFFLINE
+    assert spec.argv == ("fake-workload", "--mem-mib", "8000", "--util-pct", "60")
+    assert WorkloadSpec.from_dict(spec.to_dict()) == spec
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        ({"argv": "sh -c 'rm -rf /'"}, "argv"),
+        ({"argv": []}, "argv"),
+        ({"argv": ["ok", 3]}, "argv"),
+        ({"role": "batch"}, "role"),
+        ({"gpu": -1}, "gpu"),
+        ({"gpu": "0"}, "gpu"),
+        ({"sm_share": 0}, "sm_share"),
+        ({"sm_share": 101}, "sm_share"),
+        ({"mem_limit_mib": 0}, "mem_limit_mib"),
+        ({"env": {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "100"}}, "env"),
+        ({"name": "Bad Name"}, "name"),
+        ({"shell": True}, "shell"),
+    ],
+)
+def test_bad_specs_name_the_field(change: dict[str, object], where: str) -> None:
+    with pytest.raises(InputError, match=f"workload.{where}"):
+        WorkloadSpec.from_dict({**OFFLINE, **change})
+
+
+def test_state_is_sqlite_wal_and_keeps_everything(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "s.db")
+    assert store.journal_mode() == "wal"
+    store.add(WorkloadSpec.from_dict(ONLINE), 1.0)
+    with pytest.raises(InputError, match="already exists"):
+        store.add(WorkloadSpec.from_dict(ONLINE), 2.0)
+    store.event(1.0, "web", "exit", "oom", "x")
+    assert store.fault_counts() == {("web", "oom"): 1}
+
+
+def test_run_stop_and_complete(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.submit(ONLINE)
+    agent.submit({**OFFLINE, "name": "short", "argv": ["fake-workload", "--duration-s", "2"]})
+    agent.run(1.0)
+    web = agent.record("web")
+    assert web.status is Status.RUNNING
+    assert web.pid is not None
+    env = agent.node.env_of(web.pid)
+    assert env["CUDA_MPS_PIPE_DIRECTORY"].endswith("mps/gpu0/pipe")
+    short = agent.record("short")
+    assert short.pid is not None
+    short_env = agent.node.env_of(short.pid)
+    assert short_env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+    assert short_env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=10000M"
+    agent.run(2.0)
+    assert agent.status("short") is Status.COMPLETED
+    agent.sup.stop("web", agent.clock())
+    assert agent.status("web") is Status.STOPPING
+    agent.run(0.5)
+    assert agent.status("web") is Status.STOPPED
+    assert agent.record("web").restarts == 0
+
+
+def test_submit_unknown_gpu_and_unknown_stop(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path, gpus=2)
+    with pytest.raises(InputError, match="no GPU 7"):
+        agent.submit({**ONLINE, "gpu": 7})
+    with pytest.raises(InputError, match="does not exist"):
+        agent.sup.stop("nope", 0.0)
+
+
+def test_gives_up_after_max_restarts(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.sup.max_restarts = 2
+    agent.submit({**OFFLINE, "argv": ["fake-workload", "--exit-code", "3", "--duration-s", "1"]})
+    agent.run(20.0)
+    assert agent.status("train") is Status.FAILED
+    assert agent.record("train").restarts == 2
+
+
+def test_classify_exits() -> None:
+    def st(code: int, msg: str = "") -> ProcessStatus:
+        return ProcessStatus(7, ProcState.EXITED, code, msg)
+
+    assert classify(st(0), 0, 5.0)[0] is FaultClass.NONE
+    assert classify(st(-15), 0, 5.0) == (FaultClass.SIGNAL, "killed by SIGTERM")
+    assert classify(st(1, "CUDA out of memory"), 0, 5.0)[0] is FaultClass.OOM
+    assert classify(st(1, "CUDA error: illegal address"), 0, 5.0)[0] is FaultClass.CUDA
+    assert classify(st(1, "MPS client terminated"), 0, 5.0)[0] is FaultClass.MPS
+    assert classify(st(1, "boom"), 0, 5.0)[0] is FaultClass.CRASH
+    assert classify(st(1), 0, 5.0, [XidEvent(0, 43, 4.0, 7)])[0] is FaultClass.XID
+    assert classify(st(1), 0, 5.0, [XidEvent(1, 43, 4.0, 7)])[0] is FaultClass.CRASH
+    assert classify(st(-9), 0, 5.0, mps_failed=True)[0] is FaultClass.MPS
+    assert classify(ProcessStatus(7, ProcState.UNKNOWN), 0, 5.0)[0] is FaultClass.LOST
+
+
+def test_mps_manager_per_gpu_dirs_defaults_and_restart(tmp_path: Path) -> None:
+    node = FakeNode.build("H100-80GB", 2, ManualClock())
+    mps = MpsManager(node, tmp_path, default_thread_pct=80, default_mem_limit_mib=5000)
+    assert mps.config(1).pipe_dir == tmp_path / "mps" / "gpu1" / "pipe"
+    assert mps.config(1).log_dir == tmp_path / "mps" / "gpu1" / "log"
+    assert mps.ensure(0)
+    assert not mps.ensure(0)
+    assert mps.healthy(0)
+    assert not mps.healthy(1)
+    pid = node.spawn(["fake-workload", "--mem-mib", "6000"], mps.client_env(0), 0)
+    assert node.poll(pid).state is ProcState.EXITED  # past the daemon's default limit
+    node.kill_daemon(0)
+    assert mps.ensure(0)
+    assert mps.restarts == {0: 1}
+    mps.stop(0)
+    assert not mps.healthy(0)
+    env = mps.client_env(0, 30, 2048)
+    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "30"
+    assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == pinned_mem_limit(2048) == "0=2048M"
+    with pytest.raises(InputError, match="outside 1-100"):
+        mps.client_env(0, 0)

@@ -1,0 +1,142 @@
+"""``cotenant agent`` and ``cotenant mig apply|export`` on the fake backend; bad input gives one
+line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import stat
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cotenant.agent.api import AgentServer
+from cotenant.agent.backends import FakeNode
+from cotenant.agent.service import AgentService
+from cotenant.agent.share import StaticShare
+
+from .test_cli import assert_one_error_line, run
+
+Capsys = pytest.CaptureFixture[str]
+
+
+def test_mig_apply_on_fake(capsys: Capsys) -> None:
+    code, out, _ = run(capsys, "mig", "apply", "3g.20gb,2g.10gb,1g.5gb,1g.5gb", "--gpu", "0",
+                       "--backend", "fake")
+    assert code == 0
+    assert out.strip() == "GPU 0: applied 2g.10gb@0,1g.5gb@2,1g.5gb@3,3g.20gb@4 (changed)"
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["mig", "apply", "3g.20gb,3g.20gb,3g.20gb", "--gpu", "0", "--backend", "fake"],
+         "no valid starts"),
+        (["mig", "apply", "5g.20gb", "--gpu", "0", "--backend", "fake"], "does not exist"),
+        (["mig", "apply", "7g.40gb", "--gpu", "4", "--backend", "fake", "--gpus", "A100:4"],
+         "no such GPU"),
+        (["mig", "apply", "1g.5gb", "--gpu", "0", "--backend", "fake", "--gpus", "T4"],
+         "does not support MIG"),
+        (["mig", "apply", "1g.5gb", "--gpu", "0", "--backend", "nope"], "unknown backend"),
+        (["mig", "export", "--backend", "fake", "--gpus", "A100:x"], "count must be"),
+        (["agent", "run", "--backend", "fake", "--online-share", "0"], "outside 1-100"),
+        (["agent", "run", "--backend", "fake", "--online-share", "101"], "outside 1-100"),
+        (["agent", "run", "--backend", "fake", "--listen", "nowhere"], "HOST:PORT"),
+        (["agent", "run", "--backend", "gpu"], "unknown backend"),
+        (["agent", "run", "--backend", "fake", "--share-policy", "nope"], "unknown share policy"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(
+    capsys: Capsys, tmp_path: Path, argv: list[str], needle: str
+) -> None:
+    code, out, err = run(capsys, *argv, *(["--state-dir", str(tmp_path)]))
+    assert code == 2
+    assert out == ""
+    assert needle in assert_one_error_line(err)
+
+
+def test_mig_export_yaml(capsys: Capsys) -> None:
+    code, out, _ = run(capsys, "mig", "export", "--backend", "fake", "--gpus", "H100-80GB:2")
+    assert code == 0
+    doc = yaml.safe_load(out)
+    assert doc["mig-configs"]["cotenant-current"][0]["devices"] == [0, 1]
+
+
+def test_agent_run_fake_for_a_few_ticks(capsys: Capsys, tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "agent", "run", "--backend", "fake", "--gpus", "H100:2",
+                       "--state-dir", str(tmp_path), "--listen", "127.0.0.1:0",
+                       "--interval", "0", "--ticks", "3")
+    assert code == 0
+    assert "fake backend, 2 GPUs" in out
+    token = tmp_path / "token"
+    assert stat.S_IMODE(token.stat().st_mode) == 0o600
+    assert (tmp_path / "agent.db").exists()
+
+
+def test_submit_validates_locally(capsys: Capsys, tmp_path: Path) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"name": "x", "argv": ["a"], "role": "offline", "gpu": 0,
+                                "sm_share": 0}), encoding="utf-8")
+    code, _, err = run(capsys, "agent", "submit", str(spec), "--token-file", str(spec))
+    assert code == 2
+    assert "spec.json.sm_share: SM share 0 is outside 1-100" in assert_one_error_line(err)
+    spec.write_text(json.dumps({"name": "x", "argv": "sh -c id", "role": "offline", "gpu": 0}),
+                    encoding="utf-8")
+    code, _, err = run(capsys, "agent", "submit", str(spec))
+    assert code == 2
+    assert "argv" in assert_one_error_line(err)
+
+
+def test_status_without_agent_is_one_line(capsys: Capsys, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("t", encoding="utf-8")
+    code, _, err = run(capsys, "agent", "status", "--url", "http://127.0.0.1:9",
+                       "--token-file", str(token))
+    assert code == 2
+    assert "cannot reach the agent" in assert_one_error_line(err)
+
+
+@pytest.fixture
+def live_agent(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    service = AgentService(FakeNode.build("A100-40GB", 2), tmp_path, StaticShare())
+    server = AgentServer(("127.0.0.1", 0), service, "tok")
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    token = tmp_path / "token"
+    token.write_text("tok\n", encoding="utf-8")
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", token
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+        service.close()
+
+
+def test_submit_status_stop_against_a_live_agent(
+    capsys: Capsys, tmp_path: Path, live_agent: tuple[str, Path]
+) -> None:
+    url, token = live_agent
+    spec = tmp_path / "web.json"
+    spec.write_text(json.dumps({"name": "web", "argv": ["fake-workload"], "role": "online",
+                                "gpu": 1}), encoding="utf-8")
+    assert run(capsys, "agent", "submit", str(spec), "--url", url, "--token-file",
+               str(token))[1].strip() == "web: pending"
+    code, out, _ = run(capsys, "agent", "status", "--url", url, "--token-file", str(token),
+                       "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert [w["name"] for w in data["workloads"]] == ["web"]
+    assert len(data["gpus"]) == 2
+    code, out, _ = run(capsys, "agent", "status", "--url", url, "--token-file", str(token))
+    assert code == 0
+    assert "Workloads" in out
+    assert run(capsys, "agent", "stop", "web", "--url", url, "--token-file",
+               str(token))[1].strip() == "web: stopped"
+    bad = tmp_path / "bad"
+    bad.write_text("nope", encoding="utf-8")
+    code, _, err = run(capsys, "agent", "status", "--url", url, "--token-file", str(bad))
+    assert code == 2
+    assert "HTTP 401" in assert_one_error_line(err)
