@@ -22,10 +22,11 @@ from typing import Any
 
 from cotenant.agent.backends.base import NodeBackend, ProcState
 from cotenant.errors import CotenantError, NotSupportedError, PermanentError
+from cotenant.model.deployment import GpuPlan
 from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigGeometry, MigLayout, MigPlacement
 from cotenant.policies.partition.export import layout_key, to_mig_parted
-from cotenant.policies.partition.problem import GpuPlan, Plan
+from cotenant.policies.partition.problem import Plan
 
 _DRAIN_POLLS = 50
 
