@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--search-limit", type=float, default=5.0)
     parser.add_argument("--sizes", default="10,50,100,500")
+    parser.add_argument("--families", default=",".join(FAMILIES))
     args = parser.parse_args()
     table = default_table()
     print(f"# {platform.node()}, python {platform.python_version()}, GPU model {args.gpu}")
@@ -62,7 +63,7 @@ def main() -> None:
           "milp s | saving vs whole-gpu |")
     print("|---" * 18 + "|")
     overall: list[float] = []
-    for family in FAMILIES:
+    for family in args.families.split(","):
         gaps, savings = [], []
         for n in (int(x) for x in args.sizes.split(",")):
             for seed in range(args.seeds):

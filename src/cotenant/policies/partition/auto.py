@@ -59,8 +59,8 @@ def solve_auto(problem: PartitionProblem, time_limit: float = 10.0) -> Plan:
     best = solve_greedy(problem, time_limit)
     bound = best.lower_bound
 
-    def left() -> float:
-        return max(time_limit - (time.perf_counter() - start), 0.05)
+    def left() -> float:  # a tenth of the budget is kept for realising and checking the plan
+        return max(0.9 * time_limit - (time.perf_counter() - start), 0.05)
 
     steps: list[Callable[[], Plan]] = [
         lambda: solve_lp_round(problem, left() / 2),
