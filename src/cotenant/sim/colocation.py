@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from cotenant.perf import mps
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy, Matching, Sharing
-from cotenant.policies.colocation.matching import match_greedy, match_max_weight
+from cotenant.policies.colocation.matching import match_max_weight
 from cotenant.sim.colocation_faults import FAULTS, FaultRates, handle_faults
 from cotenant.sim.colocation_predict import PairPredictor, pair_weights
 from cotenant.sim.colocation_workload import ColocationWorkload
@@ -43,6 +43,11 @@ IntArray = npt.NDArray[np.int64]
 _MEM_UTIL = np.asarray(mps.TRAINING_MEM_UTIL)
 _OFF_UTIL = np.asarray(mps.TRAINING_GPU_UTIL)
 _TS_OFFLINE_EFFICIENCY = mps.BE_NORMALISED_TPUT["time-slicing"] / 0.5  # Tally, HP load 0.5
+
+
+def _uniform(gpus: IntArray, jobs: IntArray) -> FloatArray:
+    """Equal weights: the baselines take any memory-feasible pairing (maximum cardinality)."""
+    return np.ones((len(gpus), len(jobs)))
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ class ColocationRun:
 class ColocationConfig:
     faults: FaultRates = FaultRates()
     block: int = 256
+    slack: int = 64
 
 
 def run_colocation(
@@ -131,8 +137,9 @@ def run_colocation(
                 free &= need_obs <= pol.evict_above
             gpus = np.flatnonzero(free)
             if len(gpus):
-                eligible = requeue[ready[requeue] <= t]
-                k = max(0, min(len(gpus) + 64, work.jobs - head))
+                want = len(gpus) + config.slack
+                eligible = requeue[ready[requeue] <= t][: max(1, want // 2)]
+                k = max(0, min(want - len(eligible), work.jobs - head))
                 fresh = np.arange(head, head + k, dtype=np.int64)
                 head += k
                 cand = np.concatenate([eligible, fresh])
@@ -143,7 +150,9 @@ def run_colocation(
                         block=config.block,
                     )
                 else:
-                    mg, mj = match_greedy(gpus, room, cand, work.job_memory_mib)
+                    mg, mj = match_max_weight(
+                        gpus, room, cand, work.job_memory_mib, _uniform, block=config.block
+                    )
                 job_on[mg] = mj
                 requeue = np.setdiff1d(np.concatenate([requeue, fresh]), mj, assume_unique=True)
                 requeue = requeue[np.argsort(requeue, kind="stable")]
@@ -153,7 +162,8 @@ def run_colocation(
                     )
                     share[mg] = start
         has = job_on >= 0
-        prof = work.job_profile[np.maximum(job_on, 0)]
+        prof = work.job_profile[np.maximum(job_on, 0)] if work.jobs else np.zeros(n, np.int64)
+        job_mem = work.job_memory_mib[job_on] if work.jobs else np.zeros(n)
         if pol.sharing is Sharing.MPS and pol.share is not None:
             decided = pol.share.shares(work.model, prev_load, work.slo_ms, share)
             share = np.where(has, np.maximum(decided, floor), 100).astype(np.int64)
@@ -178,7 +188,7 @@ def run_colocation(
         over = p99 > work.slo_ms
         out["util"][t] = np.mean(1.0 - (1.0 - on_busy) * (1.0 - off_busy))
         out["sm"][t] = np.mean(np.minimum(sm, 1.0))
-        used = work.online_memory_mib + np.where(has, work.job_memory_mib[job_on], 0.0)
+        used = work.online_memory_mib + np.where(has, job_mem, 0.0)
         out["mem"][t] = float(used.sum() / work.gpu_memory_mib.sum())
         out["viol"][t] = np.mean(over)
         out["ratio"][t] = np.median(np.minimum(p99 / work.slo_ms, 10.0))

@@ -33,6 +33,7 @@ from cotenant.errors import InputError
 from cotenant.model.cluster import Cluster
 from cotenant.model.workload import MILLI_PER_GPU, Pod, Qos
 from cotenant.perf import mps
+from cotenant.traces.synthetic import default_params, generate_nodes, generate_pods
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -155,7 +156,7 @@ def build_workload(
     slo = slo_headroom * mps.p99_ms(
         peak, np.ones(n), mps.ONLINE_SERIAL[model], mps.ONLINE_L100[model]
     )
-    jobs = _offline_jobs(pods, rng, float(gpu_mem.max()), rejected)
+    jobs = _offline_jobs(pods, rng, float((gpu_mem - on_mem).max()), rejected)
     horizon_s = values.shape[1] * load.interval_s
     work, mem, prof = _resample(jobs, rng, offline_demand * n * horizon_s)
     return ColocationWorkload(
@@ -186,7 +187,7 @@ def _offline_jobs(
     mem_arr = np.where(np.isnan(mem_arr), np.asarray(mps.TRAINING_MEMORY_MB)[prof], mem_arr)
     fits = mem_arr <= max_gpu_mib
     if (~fits).any():
-        rejected["offline job: memory exceeds every GPU"] += int((~fits).sum())
+        rejected["offline job: memory exceeds the room of every GPU"] += int((~fits).sum())
     return np.array(work, dtype=np.float64)[fits], mem_arr[fits], prof[fits]
 
 
@@ -201,3 +202,62 @@ def _resample(
     extra = max(0, int(np.ceil((target_s - total) / float(work.mean()))))
     idx = np.concatenate([first, rng.integers(0, len(work), extra)]).astype(np.int64)
     return work[idx], mem[idx], prof[idx]
+
+
+@dataclass(frozen=True)
+class _Duty:
+    names: tuple[str, ...]
+    interval_s: int
+    values: FloatArray
+    memory_mib: FloatArray | None = None
+
+
+def fallback_duty_cycles(
+    n_series: int, n_intervals: int, rng: np.random.Generator, *, interval_s: int = 60
+) -> _Duty:
+    """LOCAL FALLBACK until ``cotenant.traces.genai.synthetic_duty_cycles`` lands: a seeded
+    diurnal duty cycle per series, mean level log-normal around 7% (the GenAI trace's mean),
+    with minute-to-minute noise; clipped to 0..1."""
+    level = np.minimum(rng.lognormal(np.log(0.05), 1.0, n_series), 0.6)
+    phase = rng.uniform(0, 2 * np.pi, n_series)
+    minutes = np.arange(n_intervals) * interval_s / 60.0
+    diurnal = 1.0 + 0.6 * np.sin(2 * np.pi * minutes[None, :] / 1440.0 + phase[:, None])
+    noise = rng.gamma(4.0, 0.25, (n_series, n_intervals))
+    values = np.clip(level[:, None] * diurnal * noise, 0.0, 1.0)
+    names = tuple(f"synth-series-{i:04d}" for i in range(n_series))
+    return _Duty(names, interval_s, values)
+
+
+def synthetic_workload(
+    rng: np.random.Generator,
+    *,
+    gpus: int,
+    intervals: int,
+    interval_s: int = 60,
+    series: int = 143,
+    offline_demand: float = 1.0,
+    slo_headroom: float = 1.5,
+) -> ColocationWorkload:
+    """``gpus`` online GPUs from nodes and pods drawn from the openb-fitted parameters, LS pods
+    serving, BE pods as offline jobs, and ``series`` synthetic duty-cycle series."""
+    if gpus < 1 or intervals < 1:
+        raise InputError("synthetic", "need at least one GPU and one interval")
+    params = default_params()
+    per_node = float(np.dot(params.node_weights, [t[1] for t in params.node_types]))
+    nodes = generate_nodes(params, max(1, int(np.ceil(gpus / per_node * 1.1))), rng)
+    cluster = Cluster(nodes)
+    pods: list[Pod] = []
+    online = 0
+    while online < min(gpus, cluster.total_gpus):
+        for pod in generate_pods(params, max(256, 2 * gpus), rng):
+            if pod.qos is Qos.LS and pod.shape.num_gpu > 0:
+                if online >= gpus:
+                    continue
+                online += pod.shape.num_gpu
+            pods.append(pod)
+    load = fallback_duty_cycles(series, intervals, rng, interval_s=interval_s)
+    return build_workload(
+        cluster, pods, load, rng, offline_demand=offline_demand, slo_headroom=slo_headroom,
+        description=f"synthetic: {gpus} online GPUs fitted to {params.source}, "
+        f"{intervals} x {interval_s}s intervals",
+    )

@@ -94,6 +94,9 @@ class FixedShare:
     def __post_init__(self) -> None:
         check_share_pct(self.share, "FixedShare.share")
 
+    def needed(self, model: IntArray, load: FloatArray, slo_ms: FloatArray) -> IntArray:
+        return np.full(np.shape(load), self.share, dtype=np.int64)
+
     def shares(
         self, model: IntArray, load: FloatArray, slo_ms: FloatArray, current: IntArray
     ) -> IntArray:
