@@ -113,9 +113,7 @@ def _read(
         sorted_t = np.asarray(times)[order]
         dup = np.flatnonzero(np.diff(sorted_t) == 0)
         if dup.size:
-            first, again = sorted(
-                (lines[int(order[dup[0]])], lines[int(order[dup[0] + 1])])
-            )
+            first, again = sorted((lines[int(order[dup[0]])], lines[int(order[dup[0] + 1])]))
             raise InputError(
                 rows.where(again, "timestamp_anon"),
                 f"container {name!r} has a second sample at {sorted_t[dup[0]]:g} "
