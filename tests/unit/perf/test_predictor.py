@@ -34,8 +34,12 @@ def synthetic_rows(n: int, seed: int = 0, noise: float = 0.0) -> list[PairRow]:
         sa, sb = truth.predict_pair(a, b)
         rows.append(
             PairRow(
-                f"j{i}a", f"j{i}b", a, b,
-                sa + noise * rng.standard_normal(), sb + noise * rng.standard_normal(),
+                f"j{i}a",
+                f"j{i}b",
+                a,
+                b,
+                sa + noise * rng.standard_normal(),
+                sb + noise * rng.standard_normal(),
             )
         )
     return rows
