@@ -9,7 +9,7 @@ import sys
 import typer
 
 from cotenant import __version__
-from cotenant.cli import mig, plan, simulate, trace
+from cotenant.cli import mig, perf, plan, simulate, trace
 from cotenant.errors import CotenantError
 from cotenant.policies.placement import PLACEMENT
 
@@ -24,6 +24,7 @@ app.add_typer(simulate.app, name="simulate")
 app.add_typer(trace.app, name="trace")
 app.add_typer(mig.app, name="mig")
 app.add_typer(plan.app, name="plan")
+app.add_typer(perf.app, name="perf")
 
 
 @app.command()

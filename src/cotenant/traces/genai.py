@@ -9,6 +9,8 @@ used); columns are read by header name. A ``.tar.gz`` is streamed, never extract
 Every series is resampled onto one grid: the union time span of all series, step
 ``interval_s``, values as fractions 0..1. The rules, each counted in the :class:`LoadReport`:
 
+* **grid values** are the series interpolated linearly at the grid points (point samples,
+  not averages over the step), so the grid step should be close to the sampling step (~60 s).
 * **gap length**: two consecutive samples ``dt`` apart leave ``round(dt / interval_s) - 1``
   grid steps without a sample; 0 is regular sampling (linear interpolation between samples).
 * **short gaps** (1..``max_gap_intervals`` steps) are interpolated linearly; the grid points
@@ -38,25 +40,27 @@ import numpy as np
 
 from cotenant.errors import InputError
 from cotenant.traces.csvrows import CsvRows
+from cotenant.traces.genai_synthetic import (
+    GenaiParams,
+    default_genai_params,
+    fit_genai,
+    synthetic_duty_cycles,
+)
+from cotenant.traces.series import LoadSeries
+
+__all__ = [
+    "GenaiParams",
+    "LoadReport",
+    "LoadSeries",
+    "default_genai_params",
+    "fit_genai",
+    "load_duty_cycles",
+    "synthetic_duty_cycles",
+]
 
 DUTY_COLUMNS = ("value", "timestamp_anon", "container_ip")
 MEMORY_COLUMNS = ("timestamp_anon", "value", "container_ip")
 MIB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class LoadSeries:
-    """Load series on a common grid: row ``i`` is container ``names[i]``."""
-
-    names: tuple[str, ...]  # container ids, one per row of values
-    interval_s: int  # grid step
-    start: float  # timestamp of column 0
-    values: np.ndarray  # float64 (n_series, n_intervals), duty cycle as a fraction 0..1
-    memory_mib: np.ndarray | None  # float64 (n_series,) peak memory used (NaN: no samples)
-
-    @property
-    def n_intervals(self) -> int:
-        return int(self.values.shape[1])
 
 
 @dataclass(frozen=True)
@@ -113,9 +117,7 @@ def _read(
         sorted_t = np.asarray(times)[order]
         dup = np.flatnonzero(np.diff(sorted_t) == 0)
         if dup.size:
-            first, again = sorted(
-                (lines[int(order[dup[0]])], lines[int(order[dup[0] + 1])])
-            )
+            first, again = sorted((lines[int(order[dup[0]])], lines[int(order[dup[0] + 1])]))
             raise InputError(
                 rows.where(again, "timestamp_anon"),
                 f"container {name!r} has a second sample at {sorted_t[dup[0]]:g} "

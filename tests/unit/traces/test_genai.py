@@ -68,9 +68,7 @@ def test_short_gap_is_interpolated_and_counted(tmp_path: Path) -> None:
 
 def test_long_gap_is_held_at_the_series_mean_and_counted(tmp_path: Path) -> None:
     pts = [(60.0 * k, 20.0) for k in range(5)] + [(60.0 * k, 60.0) for k in range(12, 17)]
-    series, report = load_duty_cycles(
-        write(tmp_path, HEADER, *rows("a", pts)), max_gap_intervals=5
-    )
+    series, report = load_duty_cycles(write(tmp_path, HEADER, *rows("a", pts)), max_gap_intervals=5)
     values = series.values[0]
     assert values.shape == (17,)
     np.testing.assert_allclose(values[:5], 0.2)
@@ -78,9 +76,7 @@ def test_long_gap_is_held_at_the_series_mean_and_counted(tmp_path: Path) -> None
     np.testing.assert_allclose(values[12:], 0.6)
     assert (report.held_points, report.long_gaps, report.filled_points) == (7, 1, 0)
     # the same gap is short when the limit allows 7 steps: interpolated instead
-    series, report = load_duty_cycles(
-        write(tmp_path, HEADER, *rows("a", pts)), max_gap_intervals=7
-    )
+    series, report = load_duty_cycles(write(tmp_path, HEADER, *rows("a", pts)), max_gap_intervals=7)
     assert (report.held_points, report.long_gaps, report.filled_points) == (0, 0, 7)
     np.testing.assert_allclose(series.values[0][4:13], np.linspace(0.2, 0.6, 9))
 
