@@ -7,16 +7,18 @@ Per interval, in order:
 1. free GPUs (no offline job, not quarantined; for MuxFlow also with room at the observed
    load) are matched with pending jobs (:mod:`cotenant.policies.colocation.matching`);
 2. shares are decided on the load *observed in the previous interval* (a new pair starts at
-   the needed share); a guard floor set in the previous interval is applied;
+   the needed share);
 3. the interval runs at the *current* load: online p99 (``cotenant.perf.mps``) with the true
    interference of the pair (the MPS residual factor scaled by the offline job's memory
    traffic, Tally's ``mem-util``), SLO violations, utilisation, SM activity, memory, offline
    progress;
 4. faults are drawn per co-located GPU from the injected Generator and handled as the policy
    says; the online service is brought back first in every case, so it is served throughout;
-5. MuxFlow's compute guard looks at the p99 just measured: above ``guard_threshold * SLO`` it
-   throttles (a share floor for the next interval), or evicts if the needed share is above
-   ``evict_above``.
+   MuxFlow's compute guard watches the online p99 within the interval: above
+   ``guard_threshold * SLO`` it throttles (raises the online share to what the current load
+   needs), or evicts the offline job if that share is above ``evict_above``. It reacts within
+   ``guard_reaction_s`` (an assumption, 0.5 s): when that is under 1% of the interval the
+   interval's p99 is the one after the action, else the one before.
 
 Everything random comes from one ``numpy.random.Generator`` seeded by the caller, so a seeded
 run is reproducible bit for bit.
@@ -35,7 +37,9 @@ from cotenant.perf import mps
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy, Matching, Sharing
 from cotenant.policies.colocation.matching import match_max_weight
 from cotenant.sim.colocation_faults import FAULTS, FaultRates, handle_faults
-from cotenant.sim.colocation_predict import PairPredictor, pair_weights
+from cotenant.perf.predictor import PairPredictor, default_predictor
+from cotenant.sim.colocation_predict import pair_weights
+from cotenant.sim.colocation_queue import JobQueue
 from cotenant.sim.colocation_workload import ColocationWorkload
 
 FloatArray = npt.NDArray[np.float64]
@@ -94,8 +98,8 @@ class ColocationRun:
 @dataclass(frozen=True)
 class ColocationConfig:
     faults: FaultRates = FaultRates()
-    block: int = 256
-    slack: int = 64
+    block: int = 64
+    slack: int = 16
 
 
 def run_colocation(
@@ -108,20 +112,19 @@ def run_colocation(
 ) -> ColocationRun:
     """Simulate ``work`` under ``policy``; all randomness from ``default_rng(seed)``."""
     pol = COLOCATION.create(policy) if isinstance(policy, str) else policy
+    chosen = predictor if predictor is not None else default_predictor()
     rng = np.random.default_rng(seed)
     n, steps = work.gpus, work.intervals
     room = work.gpu_memory_mib - work.online_memory_mib
     serial, l100 = mps.ONLINE_SERIAL[work.model], mps.ONLINE_L100[work.model]
     share = np.full(n, 100, dtype=np.int64)
-    floor = np.zeros(n, dtype=np.int64)
     job_on = np.full(n, -1, dtype=np.int64)
     quarantine = np.zeros(n, dtype=np.int64)
     remaining = work.job_work_s.copy()
     ready = np.zeros(work.jobs, dtype=np.int64)
     failures = np.zeros(work.jobs, dtype=np.int64)
     finish = np.full(work.jobs, -1, dtype=np.int64)
-    requeue = np.empty(0, dtype=np.int64)
-    head = 0
+    queue = JobQueue(work.job_memory_mib, ready)
     out = {k: np.zeros(steps) for k in ("util", "sm", "mem", "viol", "ratio", "tput")}
     running = np.zeros(steps, dtype=np.int64)
     served = np.zeros(steps, dtype=np.int64)
@@ -130,95 +133,96 @@ def run_colocation(
     prev_load = work.load[work.series, 0]
     for t in range(steps):
         load = work.load[work.series, t]
+        need_obs = (
+            pol.share.needed(work.model, prev_load, work.slo_ms)
+            if pol.share is not None else share
+        )
         if pol.shares_gpus:
             free = (job_on < 0) & (quarantine <= t)
-            if pol.share is not None and pol.guard:
-                need_obs = pol.share.needed(work.model, prev_load, work.slo_ms)
+            if pol.guard:
                 free &= need_obs <= pol.evict_above
             gpus = np.flatnonzero(free)
             if len(gpus):
-                want = len(gpus) + config.slack
-                eligible = requeue[ready[requeue] <= t][: max(1, want // 2)]
-                k = max(0, min(want - len(eligible), work.jobs - head))
-                fresh = np.arange(head, head + k, dtype=np.int64)
-                head += k
-                cand = np.concatenate([eligible, fresh])
-                if pol.matching is Matching.MAX_WEIGHT:
-                    mg, mj = match_max_weight(
-                        gpus, room, cand, work.job_memory_mib,
-                        lambda g, j: pair_weights(work, prev_load, g, j, predictor),
-                        block=config.block,
-                    )
-                else:
-                    mg, mj = match_max_weight(
-                        gpus, room, cand, work.job_memory_mib, _uniform, block=config.block
-                    )
+                weights = (
+                    (lambda g, j: pair_weights(work, prev_load, g, j, chosen))
+                    if pol.matching is Matching.MAX_WEIGHT else _uniform
+                )
+                mg, mj, unused = match_max_weight(
+                    gpus, room, lambda r, k: queue.take(r, k, t), weights,
+                    block=config.block, slack=config.slack,
+                )
+                queue.put_back(unused)
                 job_on[mg] = mj
-                requeue = np.setdiff1d(np.concatenate([requeue, fresh]), mj, assume_unique=True)
-                requeue = requeue[np.argsort(requeue, kind="stable")]
-                if pol.share is not None:
-                    start = np.minimum(
-                        pol.share.needed(work.model[mg], prev_load[mg], work.slo_ms[mg]), 100
-                    )
-                    share[mg] = start
+                share[mg] = np.minimum(need_obs[mg], 100)
         has = job_on >= 0
         prof = work.job_profile[np.maximum(job_on, 0)] if work.jobs else np.zeros(n, np.int64)
-        job_mem = work.job_memory_mib[job_on] if work.jobs else np.zeros(n)
         if pol.sharing is Sharing.MPS and pol.share is not None:
-            decided = pol.share.shares(work.model, prev_load, work.slo_ms, share)
-            share = np.where(has, np.maximum(decided, floor), 100).astype(np.int64)
-        floor[:] = 0
-        p = share / 100.0
+            share = np.where(has, pol.share.hold(need_obs, share), 100).astype(np.int64)
         inter = np.where(
             has & (pol.sharing is Sharing.MPS),
             1.0 + (mps.MPS_LIMITED_INTERFERENCE - 1.0) * _MEM_UTIL[prof] / _MEM_UTIL.mean(),
             1.0,
         )
-        p99 = mps.p99_ms(load, p, serial, l100, inter)
-        if pol.sharing is Sharing.TIME_SLICING:
-            p99 = np.where(has, p99 * mps.P99_RATIO["time-slicing"], p99)
-            rate = np.where(has, np.clip(_TS_OFFLINE_EFFICIENCY * (1.0 - load), 0.0, 1.0), 0.0)
-            on_busy = np.minimum(load, 1.0)
-            sm = on_busy + (1.0 - on_busy) * np.where(has, _OFF_UTIL[prof], 0.0)
-        else:
-            rate = np.where(has, mps.offline_speed(1.0 - p), 0.0)
-            on_busy = mps.busy_fraction(load, p, serial)
-            sm = on_busy * p + np.where(has, _OFF_UTIL[prof] * (1.0 - p), 0.0)
-        off_busy = np.where(has & (rate > 0), _OFF_UTIL[prof], 0.0)
+        p99 = mps.p99_ms(load, share / 100.0, serial, l100, inter)
         over = p99 > work.slo_ms
+        evict = np.zeros(n, dtype=bool)
+        if pol.guard:
+            # the guard sees the p99 rise within seconds: throttle, or evict past evict_above
+            risk = has & (p99 > pol.guard_threshold * work.slo_ms)
+            need = np.zeros(n, dtype=np.int64)
+            r = np.flatnonzero(risk)
+            need[r] = mps.min_share(
+                load[r], pol.guard_threshold * work.slo_ms[r], serial[r], l100[r], inter[r]
+            )
+            evict = risk & (need > pol.evict_above)
+            throttle = risk & ~evict
+            throttles += int(throttle.sum())
+            evictions += int(evict.sum())
+            share = np.where(throttle, need, share).astype(np.int64)
+            share[evict] = 100
+            inter = np.where(evict, 1.0, inter)
+            after = mps.p99_ms(load, share / 100.0, serial, l100, inter)
+            # the interval misses its p99 only if the late reaction alone spoils 1% of it
+            quick = pol.guard_reaction_s / work.interval_s < 0.01
+            over = np.where(risk & quick, after > work.slo_ms, over)
+            p99 = np.where(risk, after, p99)
+        on = has & ~evict
+        p = share / 100.0
+        if pol.sharing is Sharing.TIME_SLICING:
+            p99 = np.where(on, p99 * mps.P99_RATIO["time-slicing"], p99)
+            over = p99 > work.slo_ms
+            rate = np.where(on, np.clip(_TS_OFFLINE_EFFICIENCY * (1.0 - load), 0.0, 1.0), 0.0)
+            on_busy = np.minimum(load, 1.0)
+            sm = on_busy + (1.0 - on_busy) * np.where(on, _OFF_UTIL[prof], 0.0)
+        else:
+            rate = np.where(on, mps.offline_speed(1.0 - p), 0.0)
+            on_busy = mps.busy_fraction(load, p, serial)
+            sm = on_busy * p + np.where(on, _OFF_UTIL[prof] * (1.0 - p), 0.0)
+        off_busy = np.where(on & (rate > 0), _OFF_UTIL[prof], 0.0)
         out["util"][t] = np.mean(1.0 - (1.0 - on_busy) * (1.0 - off_busy))
         out["sm"][t] = np.mean(np.minimum(sm, 1.0))
-        used = work.online_memory_mib + np.where(has, job_mem, 0.0)
+        job_mem = work.job_memory_mib[job_on] if work.jobs else np.zeros(n)
+        used = work.online_memory_mib + np.where(on, job_mem, 0.0)
         out["mem"][t] = float(used.sum() / work.gpu_memory_mib.sum())
         out["viol"][t] = np.mean(over)
         out["ratio"][t] = np.median(np.minimum(p99 / work.slo_ms, 10.0))
         # faults: outcome per GPU, progress lost where the job died without a checkpoint
-        result = handle_faults(pol, rng, config.faults, has, t, job_on, failures, ready)
+        result = handle_faults(pol, rng, config.faults, on, t, job_on, failures, ready)
         for key, count in result.counts.items():
             faults[key] += count
         rate = np.where(result.lost, 0.0, rate)
         out["tput"][t] = float(rate.sum() / n)
-        running[t] = int(has.sum())
+        running[t] = int(on.sum())
         served[t] = n - int(result.online_down.sum())
-        idx = np.flatnonzero(has)
+        idx = np.flatnonzero(on)
         remaining[job_on[idx]] -= rate[idx] * work.interval_s
         done = idx[remaining[job_on[idx]] <= 0.0]
         finish[job_on[done]] = t + 1
-        stopped = result.stopped
         quarantine = np.where(result.quarantine, t + 1 + pol.quarantine, quarantine)
-        if pol.guard and pol.share is not None:
-            risk = has & ~stopped & (p99 > pol.guard_threshold * work.slo_ms)
-            risk[done] = False
-            need = mps.min_share(load, pol.guard_threshold * work.slo_ms, serial, l100, inter)
-            evict = risk & (need > pol.evict_above)
-            throttle = risk & ~evict
-            floor = np.where(throttle, need, 0).astype(np.int64)
-            throttles += int(throttle.sum())
-            evictions += int(evict.sum())
-            ready[job_on[evict]] = t + 1
-            stopped = stopped | evict
+        ready[job_on[evict]] = t + 1
+        stopped = result.stopped | evict
         back = job_on[stopped & has]
-        requeue = np.union1d(requeue, back[remaining[back] > 0.0])
+        queue.put_back(back[remaining[back] > 0.0])
         job_on[stopped] = -1
         job_on[done] = -1
         share = np.where(job_on >= 0, share, 100).astype(np.int64)

@@ -5,8 +5,10 @@
 * **Online services**: one per GPU of each openb ``LS`` pod, placed on the GPUs in a seeded
   order; more instances than GPUs are rejected and counted. Each gets a duty-cycle series
   (seeded permutation, round-robin), an online model from MIGER's MPS table (seeded), a GPU
-  memory footprint (the series' peak memory where the load file has it, else ``gpu_milli``'s
-  share of the GPU for a fractional pod, else Tally's mean inference-server fraction), and an
+  memory footprint (``gpu_milli``'s share of the GPU for a fractional pod, else Tally's mean
+  inference-server fraction; the load's own peak memory only with ``use_load_memory``: the
+  GenAI pods ran on GPUs the trace does not name and peak near 40 GiB, more than most openb
+  GPUs hold), and an
   SLO: ``slo_headroom`` times its p99 alone on the whole GPU at its peak load (capped at 0.9),
   so the dedicated deployment meets it.
 * **Offline jobs**: one per GPU of each openb ``BE`` pod with a lifetime; work is the lifetime
@@ -33,6 +35,7 @@ from cotenant.errors import InputError
 from cotenant.model.cluster import Cluster
 from cotenant.model.workload import MILLI_PER_GPU, Pod, Qos
 from cotenant.perf import mps
+from cotenant.traces.genai import synthetic_duty_cycles
 from cotenant.traces.synthetic import default_params, generate_nodes, generate_pods
 
 FloatArray = npt.NDArray[np.float64]
@@ -107,8 +110,9 @@ def build_workload(
     rng: np.random.Generator,
     *,
     intervals: int | None = None,
-    offline_demand: float = 1.0,
+    offline_demand: float = 2.0,
     slo_headroom: float = 1.5,
+    use_load_memory: bool = False,
     description: str = "",
 ) -> ColocationWorkload:
     """Online services from the LS pods, offline jobs from the BE pods, load from ``load``."""
@@ -145,7 +149,7 @@ def build_workload(
     frac = np.where(inst_milli < MILLI_PER_GPU, inst_milli / MILLI_PER_GPU,
                     mps.SERVER_MEMORY_FRACTION)
     on_mem = frac * gpu_mem
-    peak_mem = _series_memory(load)
+    peak_mem = _series_memory(load) if use_load_memory else None
     if peak_mem is not None:
         from_series = peak_mem[series]
         over = from_series > gpu_mem
@@ -204,30 +208,6 @@ def _resample(
     return work[idx], mem[idx], prof[idx]
 
 
-@dataclass(frozen=True)
-class _Duty:
-    names: tuple[str, ...]
-    interval_s: int
-    values: FloatArray
-    memory_mib: FloatArray | None = None
-
-
-def fallback_duty_cycles(
-    n_series: int, n_intervals: int, rng: np.random.Generator, *, interval_s: int = 60
-) -> _Duty:
-    """LOCAL FALLBACK until ``cotenant.traces.genai.synthetic_duty_cycles`` lands: a seeded
-    diurnal duty cycle per series, mean level log-normal around 7% (the GenAI trace's mean),
-    with minute-to-minute noise; clipped to 0..1."""
-    level = np.minimum(rng.lognormal(np.log(0.05), 1.0, n_series), 0.6)
-    phase = rng.uniform(0, 2 * np.pi, n_series)
-    minutes = np.arange(n_intervals) * interval_s / 60.0
-    diurnal = 1.0 + 0.6 * np.sin(2 * np.pi * minutes[None, :] / 1440.0 + phase[:, None])
-    noise = rng.gamma(4.0, 0.25, (n_series, n_intervals))
-    values = np.clip(level[:, None] * diurnal * noise, 0.0, 1.0)
-    names = tuple(f"synth-series-{i:04d}" for i in range(n_series))
-    return _Duty(names, interval_s, values)
-
-
 def synthetic_workload(
     rng: np.random.Generator,
     *,
@@ -235,7 +215,7 @@ def synthetic_workload(
     intervals: int,
     interval_s: int = 60,
     series: int = 143,
-    offline_demand: float = 1.0,
+    offline_demand: float = 2.0,
     slo_headroom: float = 1.5,
 ) -> ColocationWorkload:
     """``gpus`` online GPUs from nodes and pods drawn from the openb-fitted parameters, LS pods
@@ -255,7 +235,7 @@ def synthetic_workload(
                     continue
                 online += pod.shape.num_gpu
             pods.append(pod)
-    load = fallback_duty_cycles(series, intervals, rng, interval_s=interval_s)
+    load = synthetic_duty_cycles(series, intervals, rng, interval_s=interval_s)
     return build_workload(
         cluster, pods, load, rng, offline_demand=offline_demand, slo_headroom=slo_headroom,
         description=f"synthetic: {gpus} online GPUs fitted to {params.source}, "

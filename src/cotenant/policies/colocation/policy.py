@@ -54,6 +54,8 @@ class ColocationPolicy:
     guard: bool = False
     guard_threshold: float = 0.95
     """The guard acts when the predicted p99 exceeds this fraction of the SLO."""
+    guard_reaction_s: float = 0.5
+    """Seconds the guard takes to act on a p99 rise (an assumption, see sim.colocation)."""
     evict_above: int = 95
     """The guard evicts when keeping the SLO needs more online share than this."""
     graceful_signals: bool = False

@@ -71,7 +71,11 @@ class DynamicShare:
         self, model: IntArray, load: FloatArray, slo_ms: FloatArray, current: IntArray
     ) -> IntArray:
         """Online shares (percent, 1-100) for arrays of services, given the shares in force."""
-        need = np.minimum(self.needed(model, load, slo_ms), MAX_SHARE_PCT)
+        return self.hold(self.needed(model, load, slo_ms), current)
+
+    def hold(self, needed: IntArray, current: IntArray) -> IntArray:
+        """Hysteresis: the share to apply given the needed one (from :meth:`needed`)."""
+        need = np.minimum(needed, MAX_SHARE_PCT)
         lower = (current - need) >= self.step
         out = np.where(need > current, need, current)
         return np.where(lower, np.maximum(need, current - self.max_drop), out).astype(np.int64)
@@ -101,6 +105,9 @@ class FixedShare:
         self, model: IntArray, load: FloatArray, slo_ms: FloatArray, current: IntArray
     ) -> IntArray:
         return np.full(np.shape(load), self.share, dtype=np.int64)
+
+    def hold(self, needed: IntArray, current: IntArray) -> IntArray:
+        return np.full(np.shape(current), self.share, dtype=np.int64)
 
     def online_share(self, obs: OnlineObservation) -> int:
         return self.share
