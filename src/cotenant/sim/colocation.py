@@ -96,6 +96,17 @@ class ColocationRun:
 
 
 @dataclass(frozen=True)
+class IntervalState:
+    """What an observer (progress bar, test) sees after each interval."""
+
+    t: int
+    online_share: IntArray  # percent; the offline co-runner has 100 - share
+    offline_job: IntArray  # -1 where none runs now
+    memory_used_mib: FloatArray  # online + offline during the interval
+    online_served: int
+
+
+@dataclass(frozen=True)
 class ColocationConfig:
     faults: FaultRates = FaultRates()
     block: int = 64
@@ -108,7 +119,7 @@ def run_colocation(
     seed: int,
     config: ColocationConfig = ColocationConfig(),
     predictor: PairPredictor | None = None,
-    on_interval: Callable[[int], None] | None = None,
+    on_interval: Callable[[IntervalState], None] | None = None,
 ) -> ColocationRun:
     """Simulate ``work`` under ``policy``; all randomness from ``default_rng(seed)``."""
     pol = COLOCATION.create(policy) if isinstance(policy, str) else policy
@@ -228,7 +239,7 @@ def run_colocation(
         share = np.where(job_on >= 0, share, 100).astype(np.int64)
         prev_load = load
         if on_interval is not None:
-            on_interval(t)
+            on_interval(IntervalState(t, share.copy(), job_on.copy(), used, served[t]))
     ended = finish >= 0
     jct = float((finish[ended] * work.interval_s / 60.0).mean()) if ended.any() else 0.0
     for name in FAULTS:

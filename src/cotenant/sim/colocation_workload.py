@@ -217,9 +217,10 @@ def synthetic_workload(
     series: int = 143,
     offline_demand: float = 2.0,
     slo_headroom: float = 1.5,
+    load: DutyCycles | None = None,
 ) -> ColocationWorkload:
     """``gpus`` online GPUs from nodes and pods drawn from the openb-fitted parameters, LS pods
-    serving, BE pods as offline jobs, and ``series`` synthetic duty-cycle series."""
+    serving, BE pods as offline jobs, and ``load`` (default: ``series`` synthetic duty-cycle series)."""
     if gpus < 1 or intervals < 1:
         raise InputError("synthetic", "need at least one GPU and one interval")
     params = default_params()
@@ -235,9 +236,12 @@ def synthetic_workload(
                     continue
                 online += pod.shape.num_gpu
             pods.append(pod)
-    load = synthetic_duty_cycles(series, intervals, rng, interval_s=interval_s)
+    source = "synthetic duty cycles" if load is None else f"{len(load.names)} given series"
+    if load is None:
+        load = synthetic_duty_cycles(series, intervals, rng, interval_s=interval_s)
     return build_workload(
-        cluster, pods, load, rng, offline_demand=offline_demand, slo_headroom=slo_headroom,
+        cluster, pods, load, rng, intervals=intervals, offline_demand=offline_demand,
+        slo_headroom=slo_headroom,
         description=f"synthetic: {gpus} online GPUs fitted to {params.source}, "
-        f"{intervals} x {interval_s}s intervals",
+        f"{intervals} x {load.interval_s}s intervals, {source}",
     )
