@@ -28,16 +28,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import numpy.typing as npt
 
 from cotenant.perf import mps
+from cotenant.perf.predictor import PairPredictor, default_predictor
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy, Matching, Sharing
 from cotenant.policies.colocation.matching import match_max_weight
 from cotenant.sim.colocation_faults import FAULTS, FaultRates, handle_faults
-from cotenant.perf.predictor import PairPredictor, default_predictor
 from cotenant.sim.colocation_predict import pair_weights
 from cotenant.sim.colocation_queue import JobQueue
 from cotenant.sim.colocation_workload import ColocationWorkload
@@ -108,7 +109,7 @@ class IntervalState:
 
 @dataclass(frozen=True)
 class ColocationConfig:
-    faults: FaultRates = FaultRates()
+    faults: FaultRates = field(default_factory=FaultRates)
     block: int = 64
     slack: int = 16
 
@@ -155,11 +156,11 @@ def run_colocation(
             gpus = np.flatnonzero(free)
             if len(gpus):
                 weights = (
-                    (lambda g, j: pair_weights(work, prev_load, g, j, chosen))
+                    partial(pair_weights, work, prev_load, predictor=chosen)
                     if pol.matching is Matching.MAX_WEIGHT else _uniform
                 )
                 mg, mj, unused = match_max_weight(
-                    gpus, room, lambda r, k: queue.take(r, k, t), weights,
+                    gpus, room, partial(queue.take, t=t), weights,
                     block=config.block, slack=config.slack,
                 )
                 queue.put_back(unused)

@@ -219,8 +219,9 @@ def synthetic_workload(
     slo_headroom: float = 1.5,
     load: DutyCycles | None = None,
 ) -> ColocationWorkload:
-    """``gpus`` online GPUs from nodes and pods drawn from the openb-fitted parameters, LS pods
-    serving, BE pods as offline jobs, and ``load`` (default: ``series`` synthetic duty-cycle series)."""
+    """``gpus`` online GPUs from nodes and pods drawn from the openb-fitted parameters, LS
+    pods serving, BE pods as offline jobs, and ``load`` (default: ``series`` synthetic
+    duty-cycle series)."""
     if gpus < 1 or intervals < 1:
         raise InputError("synthetic", "need at least one GPU and one interval")
     params = default_params()

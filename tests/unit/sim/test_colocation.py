@@ -59,7 +59,7 @@ def test_shares_and_memory_stay_within_the_gpu(work: ColocationWorkload, policy:
 def test_every_fault_class_leaves_online_services_running(
     work: ColocationWorkload, fault: str
 ) -> None:
-    rates = {name: 0.0 for name in ("offline_crash", "signal", "mps_failure", "gpu_xid")}
+    rates = dict.fromkeys(("offline_crash", "signal", "mps_failure", "gpu_xid"), 0.0)
     rates[fault.replace("-", "_")] = 0.05
     config = ColocationConfig(faults=FaultRates(**rates))
     served: list[int] = []

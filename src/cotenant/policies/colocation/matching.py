@@ -1,4 +1,6 @@
-"""Which offline job joins which online GPU: greedy in queue order, or MuxFlow's matching.
+"""Which offline job joins which online GPU: MuxFlow's maximum-weight matching, decomposed.
+
+The baselines call it with equal weights (any memory-feasible pairing of most pairs).
 
 MuxFlow solves a maximum-weight bipartite matching between online GPUs with room and pending
 offline jobs, the weight of a pair being the predicted sum of their normalised speeds, and
@@ -10,7 +12,8 @@ or memory, so :func:`match_max_weight` decomposes it:
 * GPUs are sorted by the memory they can give, largest first, and cut into ``block`` sized
   groups; each group is matched with :func:`scipy.optimize.linear_sum_assignment` against
   ``block + slack`` pending jobs the queue offers that fit *every* GPU of the group, so every
-  pair considered fits (the hard memory limit) and large jobs meet large rooms first. A group costs O(block^2 (block + slack)), so an interval is linear in free GPUs.
+  pair considered fits (the hard memory limit) and large jobs meet large rooms first. A
+  group costs O(block^2 (block + slack)), so an interval is linear in free GPUs.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from scipy.optimize import linear_sum_assignment
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 WeightFn = Callable[[IntArray, IntArray], FloatArray]
+"""``weights(gpus, jobs)`` -> matrix (len(gpus), len(jobs)) of predicted speed sums."""
 TakeFn = Callable[[float, int], IntArray]
 """``take(room, k)`` -> up to ``k`` pending jobs whose memory fits ``room`` (queue order)."""
-"""``weights(gpus, jobs)`` -> matrix (len(gpus), len(jobs)) of predicted speed sums."""
 
 
 def match_max_weight(

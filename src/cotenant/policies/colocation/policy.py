@@ -84,7 +84,10 @@ class ColocationPolicy:
         if self.backoff_base == 0:
             return np.ones_like(failures)
         exp = np.minimum(np.maximum(failures - 1, 0), 30)
-        return np.minimum(self.backoff_base * (2**exp), self.backoff_cap).astype(np.int64)
+        delay: IntArray = np.minimum(self.backoff_base * (2**exp), self.backoff_cap).astype(
+            np.int64
+        )
+        return delay
 
 
 COLOCATION: Registry[ColocationPolicy] = Registry("co-location policy")
