@@ -238,7 +238,8 @@ def run_colocation(
         job_on[stopped] = -1
         job_on[done] = -1
         share = np.where(job_on >= 0, share, 100).astype(np.int64)
-        prev_load = load
+        lo = max(0, t + 1 - pol.load_window)
+        prev_load = work.load[work.series, lo:t + 1].max(axis=1)
         if on_interval is not None:
             on_interval(IntervalState(t, share.copy(), job_on.copy(), used, served[t]))
     ended = finish >= 0

@@ -54,6 +54,8 @@ class ColocationPolicy:
     guard: bool = False
     guard_threshold: float = 0.95
     """The guard acts when the predicted p99 exceeds this fraction of the SLO."""
+    load_window: int = 1
+    """Shares and matching act on the peak load observed over this many past intervals."""
     guard_reaction_s: float = 0.5
     """Seconds the guard takes to act on a p99 rise (an assumption, see sim.colocation)."""
     evict_above: int = 95
@@ -72,6 +74,8 @@ class ColocationPolicy:
         if not 0.0 < self.guard_threshold <= 1.0:
             raise InputError(f"policy {self.name}", "guard_threshold must be in (0, 1]")
         check_share_pct(self.evict_above, f"policy {self.name}: evict_above")
+        if self.load_window < 1:
+            raise InputError(f"policy {self.name}", "load_window must be >= 1")
         if self.backoff_base < 0 or self.backoff_cap < 0 or self.quarantine < 0:
             raise InputError(f"policy {self.name}", "delays must be >= 0")
 
