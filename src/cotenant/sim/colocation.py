@@ -57,7 +57,11 @@ def _uniform(gpus: IntArray, jobs: IntArray) -> FloatArray:
 
 @dataclass(frozen=True)
 class ColocationRun:
-    """Metrics over time (one value per interval) and totals of one policy's run."""
+    """Metrics over time (one value per interval) and totals of one policy's run.
+
+    ``offline_throughput`` is offline work done per interval in whole-GPU equivalents per
+    online GPU; ``jct_mean_min`` is the mean completion time of the jobs that finished, from
+    time 0 when all are queued; ``faults`` counts ``<class>:injected`` and each outcome."""
 
     policy: str
     seed: int

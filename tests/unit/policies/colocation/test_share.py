@@ -7,7 +7,7 @@ import pytest
 
 from cotenant.errors import InputError, UnknownNameError
 from cotenant.perf import mps
-from cotenant.policies.colocation import OnlineObservation
+from cotenant.policies.colocation import OnlineObservation, SharePolicy
 from cotenant.policies.colocation.share import DynamicShare, FixedShare
 
 
@@ -71,3 +71,9 @@ def test_bad_settings_and_unknown_model_are_one_line_errors() -> None:
     with pytest.raises(UnknownNameError):
         DynamicShare().online_share(OnlineObservation("nope", 0.1, 10.0))
     assert FixedShare(60).online_share(OnlineObservation("bert", 0.1, 10.0)) == 60
+
+
+def test_both_policies_satisfy_the_share_policy_protocol() -> None:
+    policies: list[SharePolicy] = [DynamicShare(), FixedShare(40)]
+    obs = OnlineObservation("resnet50", 0.1, 100.0, 50)
+    assert all(1 <= p.online_share(obs) <= 100 for p in policies)
