@@ -10,6 +10,7 @@
 
     .venv/bin/python benchmarks/colocation.py            # both
     .venv/bin/python benchmarks/colocation.py --only scale
+    .venv/bin/python benchmarks/colocation.py --only sensitivity   # guard reaction x window
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ import os
 import platform
 import resource
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from cotenant.policies.colocation import COLOCATION
 from cotenant.sim.colocation import run_colocation
 from cotenant.sim.colocation_workload import build_workload, synthetic_workload
 from cotenant.traces.genai import load_duty_cycles
@@ -77,6 +80,28 @@ def real(seed: int) -> dict[str, object]:
     }
 
 
+def sensitivity(seed: int) -> list[dict[str, object]]:
+    """MuxFlow on the real run as the guard's reaction time and the load window vary."""
+    source = load_workload(PODS)
+    series, _ = load_duty_cycles(LOAD)
+    work = build_workload(
+        source.cluster, source.pods, series, np.random.default_rng(seed), intervals=1440
+    )
+    rows = []
+    for window in (1, 15, 60):
+        for reaction in (0.5, 1.0):
+            policy = replace(
+                COLOCATION.create("muxflow"), load_window=window, guard_reaction_s=reaction
+            )
+            s = run_colocation(work, policy, seed).summary()
+            rows.append({
+                "load_window": window, "guard_reaction_s": reaction,
+                **{k: s[k] for k in ("utilisation_pct", "slo_violation_pct",
+                                     "offline_throughput", "throttles", "evictions")},
+            })
+    return rows
+
+
 def scale(seed: int, gpus: int, hours: float) -> dict[str, object]:
     t0 = time.perf_counter()
     work = synthetic_workload(np.random.default_rng(seed), gpus=gpus, intervals=round(hours * 60))
@@ -97,7 +122,7 @@ def scale(seed: int, gpus: int, hours: float) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("real", "scale"))
+    parser.add_argument("--only", choices=("real", "scale", "sensitivity"))
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--gpus", type=int, default=20_000)
     parser.add_argument("--hours", type=float, default=24.0)
@@ -111,6 +136,8 @@ def main() -> None:
             out["real"] = real(args.seed)
         else:
             out["real"] = "skipped: ../shared/data is absent"
+    if args.only == "sensitivity":
+        out["sensitivity"] = sensitivity(args.seed)
     if args.only in (None, "scale"):
         out["scale"] = scale(args.seed, args.gpus, args.hours)
     out["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
