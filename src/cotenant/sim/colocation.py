@@ -91,6 +91,7 @@ class ColocationRun:
             "sm_activity_pct": round(100 * float(self.sm_activity.mean()), 2),
             "memory_used_pct": round(100 * float(self.memory_used.mean()), 2),
             "slo_violation_pct": round(100 * float(self.violation_rate.mean()), 3),
+            "p99_over_slo_median": round(float(np.median(self.p99_over_slo)), 3),
             "offline_throughput": round(float(self.offline_throughput.mean()), 4),
             "jobs_completed": self.jobs_completed,
             "jct_mean_min": round(self.jct_mean_min, 1),

@@ -7,7 +7,8 @@ import pytest
 
 from cotenant.errors import InputError
 from cotenant.model.cluster import Cluster
-from cotenant.model.workload import Pod, PodShape, Qos
+from cotenant.model.gpu import CATALOG
+from cotenant.model.workload import Node, Pod, PodShape, Qos
 from cotenant.sim.colocation_queue import JobQueue
 from cotenant.sim.colocation_workload import build_workload
 from cotenant.traces.genai import LoadSeries
@@ -69,3 +70,15 @@ def test_queue_offers_fitting_jobs_largest_first_and_takes_them_back() -> None:
     assert len(queue.take(4000.0, 10, 1)) == 0  # not ready until interval 5
     assert list(queue.take(4000.0, 10, 5)) == [0]
     assert list(queue.take(1e9, 1, 5)) == [1]
+
+
+def test_offline_jobs_too_big_for_every_gpu_are_counted_not_dropped() -> None:
+    cluster = Cluster([Node("t4", 32_000, 131_072, 4, CATALOG.get("T4"))])
+    pods = _pods(4, 0) + [
+        Pod(f"big{i}", PodShape(1000, 1024, 1, 1000), Qos.BE, 0, 600) for i in range(200)
+    ]
+    work = build_workload(cluster, pods, _load(np.full((2, 5), 0.1)), np.random.default_rng(1))
+    too_big = work.rejected.get("offline job: memory exceeds the room of every GPU", 0)
+    assert too_big > 0  # Tally footprints of 12.7-18.1 GB do not fit beside the online pod
+    room = (work.gpu_memory_mib - work.online_memory_mib).max()
+    assert np.all(work.job_memory_mib <= room)
