@@ -92,20 +92,6 @@ class PairPredictor:
     n_rows: int  # pairs it was fitted on
     ridge: float = RIDGE
 
-    def _speed(
-        self,
-        xu: np.ndarray,
-        xs: np.ndarray,
-        xm: np.ndarray,
-        yu: np.ndarray,
-        ys: np.ndarray,
-        ym: np.ndarray,
-    ) -> np.ndarray:
-        w0, w1, w2, w3, w4, w5 = self.coef
-        raw = w0 + w1 * xu + w2 * yu + w3 * (xs * ys) + w4 * xm + w5 * ym
-        out: np.ndarray = np.clip(raw, FLOOR, 1.0)
-        return out
-
     def predict(
         self,
         a_util: np.ndarray | float,
@@ -116,12 +102,25 @@ class PairPredictor:
         b_mem: np.ndarray | float,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised over numpy arrays (broadcasting): normalised speed of a and of b when
-        co-located (each in (0, 1])."""
-        au, asm, am = (np.asarray(v, dtype=np.float64) for v in (a_util, a_sm, a_mem))
-        bu, bsm, bm = (np.asarray(v, dtype=np.float64) for v in (b_util, b_sm, b_mem))
-        return self._speed(au, asm, am, bu, bsm, bm), self._speed(bu, bsm, bm, au, asm, am)
+        co-located (each in (0, 1]). Computes in float32 when every input is float32, else
+        float64. The terms of each side are summed on its own (small) arrays first, so a
+        20,000 x 300 broadcast makes only a few full-size passes."""
+        raw = [np.asarray(v) for v in (a_util, a_sm, a_mem, b_util, b_sm, b_mem)]
+        dtype = np.result_type(*raw, np.float32)
+        au, asm, am, bu, bsm, bm = (v.astype(dtype, copy=False) for v in raw)
+        w0, w1, w2, w3, w4, w5 = (dtype.type(w) for w in self.coef)
+        own_a, as_partner_a = w0 + w1 * au + w4 * am, w2 * au + w5 * am
+        own_b, as_partner_b = w0 + w1 * bu + w4 * bm, w2 * bu + w5 * bm
+        shape = np.broadcast_shapes(*(v.shape for v in raw))
+        shared = np.multiply(w3 * asm, bsm, out=np.empty(shape, dtype))  # symmetric term
+        speed_a = np.add(shared, own_a, out=np.empty(shape, dtype))
+        speed_a += as_partner_b
+        shared += own_b
+        shared += as_partner_a
+        return np.clip(speed_a, FLOOR, 1.0, out=speed_a), np.clip(shared, FLOOR, 1.0, out=shared)
 
     def predict_pair(self, a: SoloProfile, b: SoloProfile) -> tuple[float, float]:
+        """Normalised speeds of ``a`` and ``b`` sharing one GPU."""
         sa, sb = self.predict(
             a.gpu_util, a.sm_activity, a.memory_frac, b.gpu_util, b.sm_activity, b.memory_frac
         )

@@ -77,7 +77,8 @@ class LoadReport:
     long_gaps: int = 0  # gaps longer than max_gap_intervals in kept series
 
 
-Samples = dict[str, tuple[list[float], list[float], list[int]]]
+Samples = dict[str, tuple[np.ndarray, np.ndarray]]
+"""Per container: its sample times (sorted, distinct) and values."""
 
 
 def _number(rows: CsvRows, line: int, row: dict[str, str], col: str) -> float:
@@ -94,9 +95,10 @@ def _number(rows: CsvRows, line: int, row: dict[str, str], col: str) -> float:
 def _read(
     path: Path, required: tuple[str, ...], check: Callable[[float], str | None]
 ) -> tuple[Samples, int]:
-    """Samples per container, validated row by row; ``check`` names a broken value rule."""
+    """Samples per container, validated row by row (``check`` names a broken value rule), then
+    sorted by time; a repeated time for one container is an error."""
     rows = CsvRows(path, required)
-    series: Samples = {}
+    raw: dict[str, tuple[list[float], list[float], list[int]]] = {}
     count = 0
     for line, row in rows:
         name = row["container_ip"]
@@ -107,12 +109,13 @@ def _read(
         if broken:
             raise InputError(rows.where(line, "value"), f"{row['value']} {broken}")
         stamp = _number(rows, line, row, "timestamp_anon")
-        times, values, lines = series.setdefault(name, ([], [], []))
+        times, values, lines = raw.setdefault(name, ([], [], []))
         times.append(stamp)
         values.append(value)
         lines.append(line)
         count += 1
-    for name, (times, _, lines) in series.items():
+    series: Samples = {}
+    for name, (times, values, lines) in raw.items():
         order = np.argsort(np.asarray(times), kind="stable")
         sorted_t = np.asarray(times)[order]
         dup = np.flatnonzero(np.diff(sorted_t) == 0)
@@ -123,6 +126,7 @@ def _read(
                 f"container {name!r} has a second sample at {sorted_t[dup[0]]:g} "
                 f"(first on line {first})",
             )
+        series[name] = (sorted_t, np.asarray(values)[order])
     return series, count
 
 
@@ -148,10 +152,9 @@ class _Resampled:
 
 
 def _resample(
-    times: np.ndarray, values: np.ndarray, grid: np.ndarray, interval_s: int, max_gap: int
+    t: np.ndarray, v: np.ndarray, grid: np.ndarray, interval_s: int, max_gap: int
 ) -> _Resampled:
-    order = np.argsort(times, kind="stable")
-    t, v = times[order], values[order]
+    """One series (times sorted) on the grid, by the rules in the module docstring."""
     steps = np.rint(np.diff(t) / interval_s).astype(np.int64) - 1  # grid steps without a sample
     out = np.interp(grid, t, v)
     left = np.searchsorted(t, grid, side="right") - 1  # sample at or before each grid point
@@ -190,18 +193,16 @@ def load_duty_cycles(
         raise InputError("min_coverage", f"{min_coverage}; must be in 0..1")
     path = Path(path)
     samples, rows_read = _read(path, DUTY_COLUMNS, _duty_rule)
-    start = min(min(ts) for ts, _, _ in samples.values())
-    end = max(max(ts) for ts, _, _ in samples.values())
+    start = min(float(t[0]) for t, _ in samples.values())
+    end = max(float(t[-1]) for t, _ in samples.values())
     grid = start + interval_s * np.arange(int((end - start) // interval_s) + 1, dtype=np.float64)
     kept: list[str] = []
     rows: list[np.ndarray] = []
     rejected: dict[str, int] = {}
     filled = held = long_gaps = 0
     for name in sorted(samples):
-        times, values, _ = samples[name]
-        r = _resample(
-            np.asarray(times), np.asarray(values) / 100.0, grid, interval_s, max_gap_intervals
-        )
+        times, values = samples[name]
+        r = _resample(times, values / 100.0, grid, interval_s, max_gap_intervals)
         if r.covered < min_coverage * len(grid):
             reason = f"covers under {min_coverage:.0%} of the grid"
             rejected[reason] = rejected.get(reason, 0) + 1
@@ -230,5 +231,5 @@ def _peak_memory_mib(path: Path, names: list[str]) -> np.ndarray:
     """Peak memory used (MiB) per container of ``names``; NaN where the file has none."""
     samples, _ = _read(path, MEMORY_COLUMNS, _bytes_rule)
     return np.array(
-        [max(samples[n][1]) / MIB if n in samples else math.nan for n in names], dtype=np.float64
+        [samples[n][1].max() / MIB if n in samples else math.nan for n in names], dtype=np.float64
     )

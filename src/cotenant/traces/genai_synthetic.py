@@ -40,9 +40,9 @@ from scipy.special import ndtr, ndtri
 
 from cotenant.errors import InputError
 from cotenant.traces.series import LoadSeries
+from cotenant.traces.synthetic import QUANTILES, params_json
 
 FORMAT = "cotenant/genai-params/v1"
-QUANTILES = np.linspace(0.0, 1.0, 101)
 ZERO = 1e-3
 """A duty cycle below this fraction (0.1%) counts as idle."""
 FIT_SEED = 20260
@@ -69,12 +69,7 @@ class GenaiParams:
 
     @staticmethod
     def from_json(text: str, where: str = "params") -> GenaiParams:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}:{exc.lineno}", f"not valid JSON: {exc.msg}") from exc
-        if not isinstance(data, dict) or data.pop("format", None) != FORMAT:
-            raise InputError(where, f"not a GenAI parameters file (format {FORMAT})")
+        data = params_json(text, where, FORMAT, "GenAI parameters")
         try:
             params = GenaiParams(**data)
         except TypeError as exc:

@@ -87,6 +87,21 @@ def test_vectorised_equals_scalar_and_is_symmetric() -> None:
         assert model.predict_pair(pb, pa) == pytest.approx((sb[i], sa[i]))
 
 
+def test_float32_in_float32_out_and_partial_broadcasts() -> None:
+    model = default_predictor()
+    rng = np.random.default_rng(4)
+    a = rng.uniform(0, 1, (3, 40, 1))
+    b = rng.uniform(0, 1, (3, 1, 7))
+    wide, _ = model.predict(a[0], a[1], a[2], b[0], b[1], b[2])
+    narrow, _ = model.predict(*(x.astype(np.float32) for x in (a[0], a[1], a[2], b[0], b[1], b[2])))
+    assert wide.dtype == np.float64
+    assert narrow.dtype == np.float32
+    np.testing.assert_allclose(narrow, wide, atol=1e-5)
+    # only the SM term is full size; the memories are scalars
+    sa, sb = model.predict(a[0], a[1], 0.2, b[0], b[1], 0.3)
+    assert sa.shape == sb.shape == (40, 7)
+
+
 def test_shipped_data_is_read() -> None:
     tally = tally_pairs()
     assert len(tally) == 12
