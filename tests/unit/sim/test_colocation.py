@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from cotenant.policies.colocation import COLOCATION
 from cotenant.sim.colocation import ColocationConfig, IntervalState, run_colocation
 from cotenant.sim.colocation_faults import FAULTS, FaultRates
-from cotenant.sim.colocation_workload import ColocationWorkload, synthetic_workload
+from cotenant.sim.colocation_workload import (
+    ColocationWorkload,
+    build_workload,
+    synthetic_workload,
+)
+from cotenant.traces.genai import load_duty_cycles
+from cotenant.traces.source import load_workload
 
 POLICIES = ("dedicated", "mps-fixed", "time-slicing", "muxflow")
 
@@ -96,3 +104,21 @@ def test_muxflow_harvests_idle_gpus_within_the_slo(work: ColocationWorkload) -> 
     assert muxflow["utilisation_pct"] > 2 * dedicated["utilisation_pct"]  # type: ignore[operator]
     assert muxflow["slo_violation_pct"] <= fixed["slo_violation_pct"]  # type: ignore[operator]
     assert muxflow["offline_throughput"] > 0  # type: ignore[operator]
+
+
+@pytest.mark.shared_data
+def test_real_openb_and_genai_inputs_run_an_hour(openb_dir: Path) -> None:
+    duty = openb_dir.parent / "alibaba-genai-v2026" / "pod_gpu_duty_cycle_anon.tar.gz"
+    if not duty.exists():
+        pytest.skip("../shared/data/alibaba-genai-v2026 is absent")
+    source = load_workload(openb_dir / "openb_pod_list_default.csv")
+    series, _ = load_duty_cycles(duty)
+    work = build_workload(
+        source.cluster, source.pods, series, np.random.default_rng(0), intervals=60
+    )
+    assert work.gpus == 4229  # one online GPU per GPU of each LS pod
+    assert work.rejected == {"offline pod without a lifetime": 1}
+    run = run_colocation(work, "muxflow", 0)
+    dedicated = run_colocation(work, "dedicated", 0)
+    assert run.utilisation.mean() > 3 * dedicated.utilisation.mean()
+    assert np.all(run.online_served == work.gpus)
