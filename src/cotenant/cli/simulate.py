@@ -243,6 +243,9 @@ def colocation(
     fault_scale: Annotated[
         float, typer.Option(min=0.0, help="multiply the default fault rates")
     ] = 1.0,
+    mps_share: Annotated[
+        int, typer.Option(min=1, max=100, help="online SM share (%) of mps-fixed")
+    ] = 50,
     json_out: JsonOpt = False,
     out: OutOpt = None,
 ) -> None:
@@ -289,9 +292,13 @@ def colocation(
         task = progress.add_task("co-location", total=len(names) * work.intervals)
         for name in names:
             progress.update(task, description=name)
+            chosen = (
+                COLOCATION.create(name, share=mps_share) if name == "mps-fixed"
+                else COLOCATION.create(name)
+            )
             runs.append(
                 run_colocation(
-                    work, name, seed, config,
+                    work, chosen, seed, config,
                     on_interval=lambda _s: progress.advance(task),
                 )
             )
@@ -302,6 +309,7 @@ def colocation(
         "intervals": f"{work.intervals} x {work.interval_s} s",
         "seed": seed,
         "rejected": work.rejected or "none",
+        "mps-fixed online share (%)": mps_share,
     }
     rows = [r.summary() for r in runs]
     if json_out:

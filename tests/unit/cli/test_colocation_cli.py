@@ -32,11 +32,12 @@ def test_openb_files_and_one_policy(capsys: pytest.CaptureFixture[str], tmp_path
     nodes.write_text(NODES)
     code, out, _ = run(
         capsys, "simulate", "colocation", "--pods", str(pods), "--nodes", str(nodes),
-        "-p", "muxflow", "--hours", "0.5", "--json",
+        "-p", "muxflow", "-p", "mps", "--mps-share", "70", "--hours", "0.5", "--json",
     )
     assert code == 0
     data = json.loads(out)
-    assert [p["policy"] for p in data["policies"]] == ["muxflow"]
+    assert [p["policy"] for p in data["policies"]] == ["muxflow", "mps-fixed"]
+    assert data["settings"]["mps-fixed online share (%)"] == 70
     assert data["settings"]["online GPUs"] == 1  # one LS pod with one GPU
 
 
