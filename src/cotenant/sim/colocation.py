@@ -13,7 +13,7 @@ Per interval, in order:
    traffic, Tally's ``mem-util``), SLO violations, utilisation, SM activity, memory, offline
    progress;
 4. faults are drawn per co-located GPU from the injected Generator and handled as the policy
-   says; the online service is brought back first in every case, so it is served throughout;
+   says (``sim.colocation_faults``); under MuxFlow the online service is served throughout;
    MuxFlow's compute guard watches the online p99 within the interval: above
    ``guard_threshold * SLO`` it throttles (raises the online share to what the current load
    needs), or evicts the offline job if that share is above ``evict_above``. It reacts within
@@ -221,12 +221,13 @@ def run_colocation(
         job_mem = work.job_memory_mib[job_on] if work.jobs else np.zeros(n)
         used = work.online_memory_mib + np.where(on, job_mem, 0.0)
         out["mem"][t] = float(used.sum() / work.gpu_memory_mib.sum())
-        out["viol"][t] = np.mean(over)
-        out["ratio"][t] = np.median(np.minimum(p99 / work.slo_ms, 10.0))
         # faults: outcome per GPU, progress lost where the job died without a checkpoint
         result = handle_faults(pol, rng, config.faults, on, t, job_on, failures, ready)
         for key, count in result.counts.items():
             faults[key] += count
+        over = over | result.online_down
+        out["viol"][t] = np.mean(over)
+        out["ratio"][t] = np.median(np.minimum(p99 / work.slo_ms, 10.0))
         rate = np.where(result.lost, 0.0, rate)
         out["tput"][t] = float(rate.sum() / n)
         running[t] = int(on.sum())

@@ -8,8 +8,10 @@ exercising the handling, not measured):
   interval's) is lost; it restarts after ``restart_delay`` (MuxFlow: exponential backoff).
 * ``signal`` (SIGINT/SIGTERM, e.g. a preemption): with graceful handling (MuxFlow) the job
   checkpoints and exits, no progress lost, and is requeued; otherwise it is killed.
-* ``mps-failure``: the MPS control daemon dies, taking its clients with it. The online
-  service is restarted first (outside MPS until the daemon is back), so it keeps serving; the
+* ``mps-failure``: the MPS control daemon dies, taking its clients with it. With
+  ``online_first`` (MuxFlow) the online service is restarted first, outside MPS until the
+  daemon is back, so it keeps serving; otherwise it waits for the daemon and its clients to
+  come back and is down for the interval (counted as not served and as an SLO miss). The
   offline job restarts after the delay. Not injected under time slicing (no MPS).
 * ``gpu-xid``: an XID error in the offline job's context; the job is evicted and the GPU takes
   no offline work for ``quarantine`` intervals; the online context is unaffected.
@@ -57,7 +59,7 @@ class FaultResult:
     lost: BoolArray  # this interval's offline progress lost
     stopped: BoolArray  # the offline job leaves the GPU
     quarantine: BoolArray  # the GPU takes no offline work for a while
-    online_down: BoolArray  # online service not served this interval (never, by design)
+    online_down: BoolArray  # online service not served this interval
 
 
 def handle_faults(
@@ -94,11 +96,11 @@ def handle_faults(
         "signal:graceful-exit-requeued": int(graceful.sum()),
         "signal:killed-requeued": int((signal & ~graceful).sum()),
         "mps-failure:injected": int(mps_fail.sum()),
-        "mps-failure:online-restarted-first": int(mps_fail.sum()),
+        "mps-failure:online-restarted-first": int((mps_fail & policy.online_first).sum()),
+        "mps-failure:online-down-one-interval": int((mps_fail & ~policy.online_first).sum()),
         f"mps-failure:offline-{restart}": int(mps_fail.sum()),
         "gpu-xid:injected": int(xid.sum()),
         "gpu-xid:offline-evicted-gpu-quarantined": int(xid.sum()),
     }
-    return FaultResult(
-        {k: v for k, v in counts.items() if v}, lost, stopped, xid, np.zeros(n, dtype=bool)
-    )
+    down = mps_fail if not policy.online_first else np.zeros(n, dtype=bool)
+    return FaultResult({k: v for k, v in counts.items() if v}, lost, stopped, xid, down)

@@ -122,3 +122,16 @@ def test_real_openb_and_genai_inputs_run_an_hour(openb_dir: Path) -> None:
     dedicated = run_colocation(work, "dedicated", 0)
     assert run.utilisation.mean() > 3 * dedicated.utilisation.mean()
     assert np.all(run.online_served == work.gpus)
+
+
+def test_without_online_first_an_mps_failure_takes_the_online_service_down(
+    work: ColocationWorkload,
+) -> None:
+    config = ColocationConfig(faults=FaultRates(0.0, 0.0, 0.05, 0.0))
+    fixed = run_colocation(work, "mps-fixed", 6, config)
+    down = fixed.faults["mps-failure:online-down-one-interval"]
+    assert down == fixed.faults["mps-failure:injected"] > 0
+    assert int((work.gpus - fixed.online_served).sum()) == down
+    mux = run_colocation(work, "muxflow", 6, config)
+    assert mux.faults["mps-failure:online-restarted-first"] == mux.faults["mps-failure:injected"]
+    assert np.all(mux.online_served == work.gpus)

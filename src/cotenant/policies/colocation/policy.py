@@ -60,6 +60,8 @@ class ColocationPolicy:
     """Seconds the guard takes to act on a p99 rise (an assumption, see sim.colocation)."""
     evict_above: int = 95
     """The guard evicts when keeping the SLO needs more online share than this."""
+    online_first: bool = False
+    """After an MPS failure the online service is restarted first, outside MPS."""
     graceful_signals: bool = False
     """Signals trigger a checkpoint-and-exit (no progress lost) instead of a kill."""
     backoff_base: int = 0
@@ -126,6 +128,7 @@ def muxflow(
         guard=True,
         guard_threshold=guard_threshold,
         evict_above=evict_above,
+        online_first=True,
         graceful_signals=True,
         backoff_base=1,
     )
