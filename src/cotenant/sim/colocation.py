@@ -20,6 +20,13 @@ Per interval, in order:
    ``guard_reaction_s`` (an assumption, 0.5 s): when that is under 1% of the interval the
    interval's p99 is the one after the action, else the one before.
 
+Metrics: GPU utilisation as nvidia-smi reports it (share of time any kernel runs) is
+``1 - (1 - online busy) (1 - offline busy)``, online busy being its load over its speed at its
+share and offline busy the job's solo utilisation (Tally) while it runs; SM activity weighs
+each side's busy time by its SM share (time slicing: by the whole GPU). Offline progress is
+``offline_speed(1 - share)`` under MPS and, under time slicing, the online idle time times
+Tally's BE efficiency (0.54 at HP load 0.5), both in whole-GPU seconds per second.
+
 Everything random comes from one ``numpy.random.Generator`` seeded by the caller, so a seeded
 run is reproducible bit for bit.
 """
