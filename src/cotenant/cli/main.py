@@ -9,7 +9,7 @@ import sys
 import typer
 
 from cotenant import __version__
-from cotenant.cli import agent, mig, plan, simulate, trace
+from cotenant.cli import agent, mig, perf, plan, simulate, trace
 from cotenant.errors import CotenantError
 from cotenant.policies.placement import PLACEMENT
 
@@ -25,6 +25,7 @@ app.add_typer(trace.app, name="trace")
 app.add_typer(mig.app, name="mig")
 app.add_typer(plan.app, name="plan")
 app.add_typer(agent.app, name="agent")
+app.add_typer(perf.app, name="perf")
 
 
 @app.command()

@@ -1,13 +1,18 @@
-"""``cotenant trace``: check an openb trace, and fit synthetic parameters to one."""
+"""``cotenant trace``: check an openb trace, and fit synthetic parameters to one; load the GenAI
+duty-cycle trace and report what the loader kept, filled and rejected."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 
 from cotenant.errors import InputError
+from cotenant.traces.genai import fit_genai, load_duty_cycles
 from cotenant.traces.openb import load_nodes, load_pods
 from cotenant.traces.synthetic import fit_openb
 
@@ -47,3 +52,54 @@ def fit(
     except OSError as exc:
         raise InputError(str(out), f"cannot write parameters: {exc.strerror}") from exc
     typer.echo(f"wrote {out}: {len(params.shapes)} pod shapes, {len(params.node_types)} node types")
+
+
+@app.command()
+def genai(
+    path: Annotated[Path, typer.Argument(help="GenAI duty-cycle trace (.tar.gz or .csv)")],
+    interval: Annotated[int, typer.Option(help="grid step in seconds")] = 60,
+    max_gap: Annotated[int, typer.Option(help="longest gap interpolated, in steps")] = 5,
+    min_coverage: Annotated[float, typer.Option(help="reject series covering less")] = 0.5,
+    memory: Annotated[Path | None, typer.Option(help="GPU memory-used trace")] = None,
+    out: Annotated[Path | None, typer.Option(help="write fitted synthetic parameters")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print JSON on stdout")] = False,
+) -> None:
+    """Load per-pod GPU duty cycles strictly; report what was kept, filled, held, rejected."""
+    series, report = load_duty_cycles(
+        path, interval_s=interval, max_gap_intervals=max_gap, min_coverage=min_coverage,
+        memory_path=memory,
+    )
+    values = series.values
+    stats = {
+        "series": len(series.names),
+        "intervals": series.n_intervals,
+        "interval_s": series.interval_s,
+        "mean_duty": float(values.mean()) if values.size else 0.0,
+        "p50_duty": float(np.percentile(values, 50)) if values.size else 0.0,
+        "p99_duty": float(np.percentile(values, 99)) if values.size else 0.0,
+    }
+    if out is not None:
+        params = fit_genai(series, source=path.name)
+        try:
+            out.write_text(params.to_json() + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise InputError(str(out), f"cannot write parameters: {exc.strerror}") from exc
+    if json_out:
+        typer.echo(json.dumps({"report": asdict(report), "stats": stats}, indent=2))
+        return
+    rejected = ", ".join(f"{n} {why}" for why, n in report.rejected.items()) or "none"
+    typer.echo(
+        f"{path.name}: {report.rows_read} rows, {report.series_read} series; kept "
+        f"{report.series_kept}, rejected {rejected}"
+    )
+    typer.echo(
+        f"grid: {stats['intervals']} steps of {interval} s; filled {report.filled_points} "
+        f"points across short gaps, held {report.held_points} at the series mean "
+        f"({report.long_gaps} long gaps, and outside each series' span)"
+    )
+    typer.echo(
+        f"duty cycle: mean {stats['mean_duty']:.1%}, p50 {stats['p50_duty']:.1%}, "
+        f"p99 {stats['p99_duty']:.1%}"
+    )
+    if out is not None:
+        typer.echo(f"wrote {out}")

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from cotenant.sim.colocation import ColocationRun
 from cotenant.sim.fragmentation import FragmentationRun
 from cotenant.sim.replay import ReplayRun
 
@@ -98,4 +99,31 @@ def replay_plot(runs: Sequence[ReplayRun], path: Path, title: str) -> Path:
         ax.grid(alpha=0.3)
     alloc.set_title(title)
     frag.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def colocation_plot(runs: Sequence[ColocationRun], path: Path, title: str) -> Path:
+    """Per policy over simulated time: GPU utilisation, SLO violations, offline throughput
+    (hourly means of the per-interval values)."""
+    fig, (util, viol, tput) = plt.subplots(1, 3, figsize=(15, 4.2))
+    for run in runs:
+        per_hour = max(1, round(3600 / run.interval_s))
+        hours = np.arange(0, len(run.utilisation), per_hour) / per_hour
+
+        def hourly(values: np.ndarray, step: int = per_hour) -> np.ndarray:
+            return np.add.reduceat(values, np.arange(0, len(values), step)) / np.diff(
+                np.append(np.arange(0, len(values), step), len(values))
+            )
+
+        util.plot(hours, 100 * hourly(run.utilisation), label=run.policy)
+        viol.plot(hours, 100 * hourly(run.violation_rate), label=run.policy)
+        tput.plot(hours, hourly(run.offline_throughput), label=run.policy)
+    util.set_ylabel("GPU utilisation (% of time a kernel runs)")
+    viol.set_ylabel("online services over their p99 SLO (%)")
+    tput.set_ylabel("offline throughput (GPU-equivalents per GPU)")
+    for ax in (util, viol, tput):
+        ax.set_xlabel("simulated time (hours)")
+        ax.grid(alpha=0.3)
+    util.set_title(title)
+    tput.legend(fontsize=8)
     return _save(fig, path)

@@ -56,3 +56,40 @@ def summary_table(summary: Sequence[PolicySummary], at_percent: int, title: str)
         style = "bold green" if s.alloc_mean == best else None
         table.add_row(*row, style=style)
     return table
+
+
+COLOCATION_HEADERS = (
+    "policy", "util %", "SM act. %", "mem %", "SLO viol. %", "offline tput",
+    "jobs done", "JCT min", "throttles", "evictions", "faults",
+)
+
+
+def colocation_rows(rows: Sequence[dict[str, object]]) -> tuple[list[str], list[list[str]]]:
+    """Headers and string rows of co-location summaries (``ColocationRun.summary()``)."""
+    body = []
+    for r in rows:
+        faults = r["faults"]
+        injected = sum(
+            v for k, v in faults.items() if k.endswith(":injected")
+        ) if isinstance(faults, dict) else 0
+        body.append([
+            str(r["policy"]), f"{r['utilisation_pct']:.2f}", f"{r['sm_activity_pct']:.2f}",
+            f"{r['memory_used_pct']:.2f}", f"{r['slo_violation_pct']:.3f}",
+            f"{r['offline_throughput']:.4f}", str(r["jobs_completed"]),
+            f"{r['jct_mean_min']:.1f}", str(r["throttles"]), str(r["evictions"]), str(injected),
+        ])
+    return list(COLOCATION_HEADERS), body
+
+
+def colocation_table(rows: Sequence[dict[str, object]]) -> Table:
+    head, body = colocation_rows(rows)
+    table = Table(
+        title="Online/offline co-location", box=box.SIMPLE_HEAD, pad_edge=False,
+        caption="utilisation = share of time a kernel runs (nvidia-smi); offline tput = "
+        "offline work in whole-GPU equivalents per online GPU; faults = injected",
+    )
+    for h in head:
+        table.add_column(h, justify="left" if h == "policy" else "right")
+    for row in body:
+        table.add_row(*row)
+    return table

@@ -9,61 +9,17 @@ naming file, line, column and rule. Nothing is dropped silently.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
 from pathlib import Path
 
 from cotenant.errors import InputError, UnknownNameError
 from cotenant.model.gpu import CATALOG
 from cotenant.model.workload import MILLI_PER_GPU, Node, Pod, PodShape, Qos
+from cotenant.traces.csvrows import CsvRows as _Rows
 
 POD_REQUIRED = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 NODE_REQUIRED = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 _QOS = {q.value.lower(): q for q in Qos}
-
-
-class _Rows:
-    """A CSV reader that knows where it is, for error messages."""
-
-    def __init__(self, path: Path, required: tuple[str, ...]) -> None:
-        self.path = path
-        self.name = path.name
-        self.required = required
-
-    def __iter__(self) -> Iterator[tuple[int, dict[str, str]]]:
-        try:
-            handle = self.path.open(newline="", encoding="utf-8")
-        except OSError as exc:
-            raise InputError(str(self.path), f"cannot read: {exc.strerror}") from exc
-        with handle:
-            reader = csv.reader(handle)
-            header = next(reader, None)
-            if header is None or not any(h.strip() for h in header):
-                raise InputError(f"{self.name}:1", "file is empty; expected a CSV header")
-            header = [h.strip() for h in header]
-            missing = [c for c in self.required if c not in header]
-            if missing:
-                raise InputError(
-                    f"{self.name}:1",
-                    f"missing column {', '.join(missing)}; required: {', '.join(self.required)}",
-                )
-            rows = 0
-            for row in reader:
-                line = reader.line_num
-                if not row or (len(row) == 1 and not row[0].strip()):
-                    continue
-                if len(row) != len(header):
-                    raise InputError(
-                        f"{self.name}:{line}",
-                        f"malformed row: {len(row)} fields, header has {len(header)}",
-                    )
-                rows += 1
-                yield line, dict(zip(header, (v.strip() for v in row), strict=True))
-            if rows == 0:
-                raise InputError(f"{self.name}:2", "no data rows after the header")
-
-    def where(self, line: int, column: str) -> str:
-        return f"{self.name}:{line}:{column}"
 
 
 def _int(rows: _Rows, line: int, row: dict[str, str], col: str, lo: int, hi: int | None) -> int:

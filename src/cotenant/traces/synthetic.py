@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,17 @@ from cotenant.model.gpu import CATALOG
 from cotenant.model.workload import Node, Pod, PodShape, Qos
 
 FORMAT = "cotenant/synthetic-params/v1"
+
+
+def params_json(text: str, where: str, fmt: str, kind: str) -> dict[str, Any]:
+    """The fields of a parameters file whose ``format`` is ``fmt`` (``format`` removed)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}:{exc.lineno}", f"not valid JSON: {exc.msg}") from exc
+    if not isinstance(data, dict) or data.pop("format", None) != fmt:
+        raise InputError(where, f"not a {kind} file (format {fmt})")
+    return data
 
 
 @dataclass(frozen=True)
@@ -58,12 +70,7 @@ class SyntheticParams:
 
     @staticmethod
     def from_json(text: str, where: str = "params") -> SyntheticParams:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}:{exc.lineno}", f"not valid JSON: {exc.msg}") from exc
-        if not isinstance(data, dict) or data.pop("format", None) != FORMAT:
-            raise InputError(where, f"not a synthetic-parameters file (format {FORMAT})")
+        data = params_json(text, where, FORMAT, "synthetic-parameters")
         try:
             return SyntheticParams(
                 source=data["source"],

@@ -9,11 +9,24 @@ from cotenant.policies.colocation.contract import (
     SharePolicy,
     check_share_pct,
 )
+from cotenant.policies.colocation.policy import (
+    COLOCATION,
+    ColocationPolicy,
+    Matching,
+    Sharing,
+)
+from cotenant.policies.colocation.share import DynamicShare, FixedShare
 
 __all__ = [
+    "COLOCATION",
     "MAX_SHARE_PCT",
     "MIN_SHARE_PCT",
+    "ColocationPolicy",
+    "DynamicShare",
+    "FixedShare",
+    "Matching",
     "OnlineObservation",
     "SharePolicy",
+    "Sharing",
     "check_share_pct",
 ]

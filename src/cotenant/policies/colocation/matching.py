@@ -1,0 +1,69 @@
+"""Which offline job joins which online GPU: MuxFlow's maximum-weight matching, decomposed.
+
+The baselines call it with equal weights (any memory-feasible pairing of most pairs).
+
+MuxFlow solves a maximum-weight bipartite matching between online GPUs with room and pending
+offline jobs, the weight of a pair being the predicted sum of their normalised speeds, and
+only pairs whose memory fits allowed. A square matrix over 20,000 GPUs does not fit in time
+or memory, so :func:`match_max_weight` decomposes it:
+
+* only GPUs *without* an offline job take part (running pairs are kept: an offline job is not
+  migrated), so after the first interval the problem is small;
+* GPUs are sorted by the memory they can give, largest first, and cut into ``block`` sized
+  groups; each group is matched with :func:`scipy.optimize.linear_sum_assignment` against
+  ``block + slack`` pending jobs the queue offers that fit *every* GPU of the group, so every
+  pair considered fits (the hard memory limit) and large jobs meet large rooms first. A
+  group costs O(block^2 (block + slack)), so an interval is linear in free GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+from scipy.optimize import linear_sum_assignment
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+WeightFn = Callable[[IntArray, IntArray], FloatArray]
+"""``weights(gpus, jobs)`` -> matrix (len(gpus), len(jobs)) of predicted speed sums."""
+TakeFn = Callable[[float, int], IntArray]
+"""``take(room, k)`` -> up to ``k`` pending jobs whose memory fits ``room`` (queue order)."""
+
+
+def match_max_weight(
+    gpus: IntArray,
+    room_mib: FloatArray,
+    take: TakeFn,
+    weights: WeightFn,
+    *,
+    block: int = 64,
+    slack: int = 16,
+) -> tuple[IntArray, IntArray, IntArray]:
+    """Match ``gpus`` block by block with jobs offered by ``take(room, k)``; returns the
+    matched GPUs, their jobs, and the offered jobs left unmatched (to give back)."""
+    none = np.empty(0, np.int64)
+    g_sorted = gpus[np.argsort(-room_mib[gpus], kind="stable")]
+    out_g: list[IntArray] = []
+    out_j: list[IntArray] = []
+    unused: list[IntArray] = []
+    for start in range(0, len(g_sorted), block):
+        g_blk = g_sorted[start:start + block]
+        offered = take(float(room_mib[g_blk[-1]]), len(g_blk) + slack)
+        if len(offered) == 0:
+            continue
+        w = np.asarray(weights(g_blk, offered), dtype=np.float64)
+        rows, cols = linear_sum_assignment(w, maximize=True)
+        out_g.append(g_blk[rows])
+        out_j.append(offered[cols])
+        left = np.ones(len(offered), dtype=bool)
+        left[cols] = False
+        unused.append(offered[left])
+    if not out_g:
+        return none, none, np.concatenate(unused) if unused else none
+    return (
+        np.concatenate(out_g).astype(np.int64),
+        np.concatenate(out_j).astype(np.int64),
+        np.concatenate(unused).astype(np.int64),
+    )

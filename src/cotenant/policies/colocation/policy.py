@@ -1,0 +1,134 @@
+"""The co-location policies and their registry ``COLOCATION``.
+
+A policy is a frozen description the simulator interprets each interval; every decision it
+holds (shares, matching, guard thresholds, restart delays) is a pure function of arrays:
+
+* ``dedicated``: online GPUs run online work only (the baseline);
+* ``mps-fixed``: offline jobs join online GPUs in queue order where memory fits, MPS with a
+  fixed online share (default 50%);
+* ``time-slicing``: the same placement, the GPU's default time slicing between the two;
+* ``muxflow``: maximum-weight matching on predicted speeds, :class:`DynamicShare`, the
+  two-level protection (hard memory limit at matching; a compute guard that throttles, then
+  evicts) and MuxFlow's mixed error handling (graceful exit on signals, MPS restarted with the
+  online service first, offline restarts with exponential backoff).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from cotenant.errors import InputError
+from cotenant.policies.colocation.contract import check_share_pct
+from cotenant.policies.colocation.share import DynamicShare, FixedShare
+from cotenant.registry import Registry
+
+IntArray = npt.NDArray[np.int64]
+
+
+class Sharing(StrEnum):
+    """How an online GPU is shared with an offline co-runner."""
+
+    NONE = "none"
+    MPS = "mps"
+    TIME_SLICING = "time-slicing"
+
+
+class Matching(StrEnum):
+    NONE = "none"
+    GREEDY = "greedy"
+    MAX_WEIGHT = "max-weight"
+
+
+@dataclass(frozen=True)
+class ColocationPolicy:
+    """What a co-location policy does; see the module docstring for the four built in."""
+
+    name: str
+    sharing: Sharing
+    matching: Matching
+    share: DynamicShare | FixedShare | None = None
+    guard: bool = False
+    guard_threshold: float = 0.95
+    """The guard acts when the predicted p99 exceeds this fraction of the SLO."""
+    load_window: int = 1
+    """Shares and matching act on the peak load observed over this many past intervals."""
+    guard_reaction_s: float = 0.5
+    """Seconds the guard takes to act on a p99 rise (an assumption, see sim.colocation)."""
+    evict_above: int = 95
+    """The guard evicts when keeping the SLO needs more online share than this."""
+    online_first: bool = False
+    """After an MPS failure the online service is restarted first, outside MPS."""
+    graceful_signals: bool = False
+    """Signals trigger a checkpoint-and-exit (no progress lost) instead of a kill."""
+    backoff_base: int = 0
+    """Restart delay after a crash in intervals: ``backoff_base * 2**(failures-1)``; 0 = next
+    interval, without backoff."""
+    backoff_cap: int = 32
+    quarantine: int = 30
+    """Intervals a GPU takes no offline work after an XID error."""
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.guard_threshold <= 1.0:
+            raise InputError(f"policy {self.name}", "guard_threshold must be in (0, 1]")
+        check_share_pct(self.evict_above, f"policy {self.name}: evict_above")
+        if self.load_window < 1:
+            raise InputError(f"policy {self.name}", "load_window must be >= 1")
+        if self.backoff_base < 0 or self.backoff_cap < 0 or self.quarantine < 0:
+            raise InputError(f"policy {self.name}", "delays must be >= 0")
+
+    @property
+    def shares_gpus(self) -> bool:
+        return self.sharing is not Sharing.NONE
+
+    def restart_delay(self, failures: IntArray) -> IntArray:
+        """Intervals to wait before a job that failed ``failures`` times runs again."""
+        if self.backoff_base == 0:
+            return np.ones_like(failures)
+        exp = np.minimum(np.maximum(failures - 1, 0), 30)
+        delay: IntArray = np.minimum(self.backoff_base * (2**exp), self.backoff_cap).astype(
+            np.int64
+        )
+        return delay
+
+
+COLOCATION: Registry[ColocationPolicy] = Registry("co-location policy")
+
+
+@COLOCATION.register("dedicated", aliases=("none", "exclusive"))
+def dedicated() -> ColocationPolicy:
+    return ColocationPolicy("dedicated", Sharing.NONE, Matching.NONE)
+
+
+@COLOCATION.register("mps-fixed", aliases=("mps",))
+def mps_fixed(share: int = 50) -> ColocationPolicy:
+    return ColocationPolicy(
+        "mps-fixed", Sharing.MPS, Matching.GREEDY, share=FixedShare(share)
+    )
+
+
+@COLOCATION.register("time-slicing", aliases=("ts", "timeslicing"))
+def time_slicing() -> ColocationPolicy:
+    return ColocationPolicy("time-slicing", Sharing.TIME_SLICING, Matching.GREEDY)
+
+
+@COLOCATION.register("muxflow")
+def muxflow(
+    margin: float = 0.1, step: int = 5, guard_threshold: float = 0.95, evict_above: int = 95
+) -> ColocationPolicy:
+    return ColocationPolicy(
+        "muxflow",
+        Sharing.MPS,
+        Matching.MAX_WEIGHT,
+        share=DynamicShare(margin=margin, step=step),
+        guard=True,
+        guard_threshold=guard_threshold,
+        evict_above=evict_above,
+        online_first=True,
+        graceful_signals=True,
+        backoff_base=1,
+    )

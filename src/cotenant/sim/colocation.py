@@ -1,0 +1,268 @@
+"""Interval-stepped simulation of online/offline co-location over all online GPUs at once.
+
+Each interval (the load series' step, 1 minute for the GenAI trace) every GPU's state is a
+slot in numpy arrays: online load, online SM share, offline job, its progress and memory.
+Per interval, in order:
+
+1. free GPUs (no offline job, not quarantined; for MuxFlow also with room at the observed
+   load) are matched with pending jobs (:mod:`cotenant.policies.colocation.matching`);
+2. shares are decided on the load *observed in the previous interval* (a new pair starts at
+   the needed share);
+3. the interval runs at the *current* load: online p99 (``cotenant.perf.mps``) with the true
+   interference of the pair (the MPS residual factor scaled by the offline job's memory
+   traffic, Tally's ``mem-util``), SLO violations, utilisation, SM activity, memory, offline
+   progress;
+4. faults are drawn per co-located GPU from the injected Generator and handled as the policy
+   says (``sim.colocation_faults``); under MuxFlow the online service is served throughout;
+   MuxFlow's compute guard watches the online p99 within the interval: above
+   ``guard_threshold * SLO`` it throttles (raises the online share to what the current load
+   needs), or evicts the offline job if that share is above ``evict_above``. It reacts within
+   ``guard_reaction_s`` (an assumption, 0.5 s): when that is under 1% of the interval the
+   interval's p99 is the one after the action, else the one before.
+
+Metrics: GPU utilisation as nvidia-smi reports it (share of time any kernel runs) is
+``1 - (1 - online busy) (1 - offline busy)``, online busy being its load over its speed at its
+share and offline busy the job's solo utilisation (Tally) while it runs; SM activity weighs
+each side's busy time by its SM share (time slicing: by the whole GPU). Offline progress is
+``offline_speed(1 - share)`` under MPS and, under time slicing, the online idle time times
+Tally's BE efficiency (0.54 at HP load 0.5), both in whole-GPU seconds per second.
+
+Everything random comes from one ``numpy.random.Generator`` seeded by the caller, so a seeded
+run is reproducible bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+import numpy.typing as npt
+
+from cotenant.perf import mps
+from cotenant.perf.predictor import PairPredictor, default_predictor
+from cotenant.policies.colocation import COLOCATION, ColocationPolicy, Matching, Sharing
+from cotenant.policies.colocation.matching import match_max_weight
+from cotenant.sim.colocation_faults import FAULTS, FaultRates, handle_faults
+from cotenant.sim.colocation_predict import pair_weights
+from cotenant.sim.colocation_queue import JobQueue
+from cotenant.sim.colocation_workload import ColocationWorkload
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+_MEM_UTIL = np.asarray(mps.TRAINING_MEM_UTIL)
+_OFF_UTIL = np.asarray(mps.TRAINING_GPU_UTIL)
+_TS_OFFLINE_EFFICIENCY = mps.BE_NORMALISED_TPUT["time-slicing"] / 0.5  # Tally, HP load 0.5
+
+
+def _uniform(gpus: IntArray, jobs: IntArray) -> FloatArray:
+    """Equal weights: the baselines take any memory-feasible pairing (maximum cardinality)."""
+    return np.ones((len(gpus), len(jobs)))
+
+
+@dataclass(frozen=True)
+class ColocationRun:
+    """Metrics over time (one value per interval) and totals of one policy's run.
+
+    ``offline_throughput`` is offline work done per interval in whole-GPU equivalents per
+    online GPU; ``jct_mean_min`` is the mean completion time of the jobs that finished, from
+    time 0 when all are queued; ``faults`` counts ``<class>:injected`` and each outcome."""
+
+    policy: str
+    seed: int
+    interval_s: int
+    utilisation: FloatArray
+    sm_activity: FloatArray
+    memory_used: FloatArray
+    violation_rate: FloatArray
+    p99_over_slo: FloatArray
+    offline_throughput: FloatArray
+    running: IntArray
+    online_served: IntArray
+    gpus: int
+    jobs_completed: int
+    jct_mean_min: float
+    throttles: int
+    evictions: int
+    faults: dict[str, int]
+
+    def summary(self) -> dict[str, object]:
+        """Totals and means over the run, JSON-ready."""
+        return {
+            "policy": self.policy,
+            "seed": self.seed,
+            "gpus": self.gpus,
+            "utilisation_pct": round(100 * float(self.utilisation.mean()), 2),
+            "sm_activity_pct": round(100 * float(self.sm_activity.mean()), 2),
+            "memory_used_pct": round(100 * float(self.memory_used.mean()), 2),
+            "slo_violation_pct": round(100 * float(self.violation_rate.mean()), 3),
+            "p99_over_slo_median": round(float(np.median(self.p99_over_slo)), 3),
+            "offline_throughput": round(float(self.offline_throughput.mean()), 4),
+            "jobs_completed": self.jobs_completed,
+            "jct_mean_min": round(self.jct_mean_min, 1),
+            "throttles": self.throttles,
+            "evictions": self.evictions,
+            "faults": dict(sorted(self.faults.items())),
+        }
+
+
+@dataclass(frozen=True)
+class IntervalState:
+    """What an observer (progress bar, test) sees after each interval."""
+
+    t: int
+    online_share: IntArray  # percent; the offline co-runner has 100 - share
+    offline_job: IntArray  # -1 where none runs now
+    memory_used_mib: FloatArray  # online + offline during the interval
+    online_served: int
+
+
+@dataclass(frozen=True)
+class ColocationConfig:
+    faults: FaultRates = field(default_factory=FaultRates)
+    block: int = 64
+    slack: int = 16
+
+
+def run_colocation(
+    work: ColocationWorkload,
+    policy: ColocationPolicy | str,
+    seed: int,
+    config: ColocationConfig = ColocationConfig(),
+    predictor: PairPredictor | None = None,
+    on_interval: Callable[[IntervalState], None] | None = None,
+) -> ColocationRun:
+    """Simulate ``work`` under ``policy``; all randomness from ``default_rng(seed)``."""
+    pol = COLOCATION.create(policy) if isinstance(policy, str) else policy
+    chosen = predictor if predictor is not None else default_predictor()
+    rng = np.random.default_rng(seed)
+    n, steps = work.gpus, work.intervals
+    room = work.gpu_memory_mib - work.online_memory_mib
+    serial, l100 = mps.ONLINE_SERIAL[work.model], mps.ONLINE_L100[work.model]
+    share = np.full(n, 100, dtype=np.int64)
+    job_on = np.full(n, -1, dtype=np.int64)
+    quarantine = np.zeros(n, dtype=np.int64)
+    remaining = work.job_work_s.copy()
+    ready = np.zeros(work.jobs, dtype=np.int64)
+    failures = np.zeros(work.jobs, dtype=np.int64)
+    finish = np.full(work.jobs, -1, dtype=np.int64)
+    queue = JobQueue(work.job_memory_mib, ready)
+    out = {k: np.zeros(steps) for k in ("util", "sm", "mem", "viol", "ratio", "tput")}
+    running = np.zeros(steps, dtype=np.int64)
+    served = np.zeros(steps, dtype=np.int64)
+    faults: Counter[str] = Counter()
+    throttles = evictions = 0
+    prev_load = work.load[work.series, 0]
+    for t in range(steps):
+        load = work.load[work.series, t]
+        need_obs = (
+            pol.share.needed(work.model, prev_load, work.slo_ms)
+            if pol.share is not None else share
+        )
+        if pol.shares_gpus:
+            free = (job_on < 0) & (quarantine <= t)
+            if pol.guard:
+                free &= need_obs <= pol.evict_above
+            gpus = np.flatnonzero(free)
+            if len(gpus):
+                weights = (
+                    partial(pair_weights, work, prev_load, predictor=chosen)
+                    if pol.matching is Matching.MAX_WEIGHT else _uniform
+                )
+                mg, mj, unused = match_max_weight(
+                    gpus, room, partial(queue.take, t=t), weights,
+                    block=config.block, slack=config.slack,
+                )
+                queue.put_back(unused)
+                job_on[mg] = mj
+                share[mg] = np.minimum(need_obs[mg], 100)
+        has = job_on >= 0
+        prof = work.job_profile[np.maximum(job_on, 0)] if work.jobs else np.zeros(n, np.int64)
+        if pol.sharing is Sharing.MPS and pol.share is not None:
+            share = np.where(has, pol.share.hold(need_obs, share), 100).astype(np.int64)
+        inter = np.where(
+            has & (pol.sharing is Sharing.MPS),
+            1.0 + (mps.MPS_LIMITED_INTERFERENCE - 1.0) * _MEM_UTIL[prof] / _MEM_UTIL.mean(),
+            1.0,
+        )
+        p99 = mps.p99_ms(load, share / 100.0, serial, l100, inter)
+        over = p99 > work.slo_ms
+        evict = np.zeros(n, dtype=bool)
+        if pol.guard:
+            # the guard sees the p99 rise within seconds: throttle, or evict past evict_above
+            risk = has & (p99 > pol.guard_threshold * work.slo_ms)
+            need = np.zeros(n, dtype=np.int64)
+            r = np.flatnonzero(risk)
+            need[r] = mps.min_share(
+                load[r], pol.guard_threshold * work.slo_ms[r], serial[r], l100[r], inter[r]
+            )
+            evict = risk & (need > pol.evict_above)
+            throttle = risk & ~evict
+            throttles += int(throttle.sum())
+            evictions += int(evict.sum())
+            share = np.where(throttle, need, share).astype(np.int64)
+            share[evict] = 100
+            inter = np.where(evict, 1.0, inter)
+            after = mps.p99_ms(load, share / 100.0, serial, l100, inter)
+            # the interval misses its p99 only if the late reaction alone spoils 1% of it
+            quick = pol.guard_reaction_s / work.interval_s < 0.01
+            over = np.where(risk & quick, after > work.slo_ms, over)
+            p99 = np.where(risk, after, p99)
+        on = has & ~evict
+        p = share / 100.0
+        if pol.sharing is Sharing.TIME_SLICING:
+            p99 = np.where(on, p99 * mps.P99_RATIO["time-slicing"], p99)
+            over = p99 > work.slo_ms
+            rate = np.where(on, np.clip(_TS_OFFLINE_EFFICIENCY * (1.0 - load), 0.0, 1.0), 0.0)
+            on_busy = np.minimum(load, 1.0)
+            sm = on_busy + (1.0 - on_busy) * np.where(on, _OFF_UTIL[prof], 0.0)
+        else:
+            rate = np.where(on, mps.offline_speed(1.0 - p), 0.0)
+            on_busy = mps.busy_fraction(load, p, serial)
+            sm = on_busy * p + np.where(on, _OFF_UTIL[prof] * (1.0 - p), 0.0)
+        off_busy = np.where(on & (rate > 0), _OFF_UTIL[prof], 0.0)
+        out["util"][t] = np.mean(1.0 - (1.0 - on_busy) * (1.0 - off_busy))
+        out["sm"][t] = np.mean(np.minimum(sm, 1.0))
+        job_mem = work.job_memory_mib[job_on] if work.jobs else np.zeros(n)
+        used = work.online_memory_mib + np.where(on, job_mem, 0.0)
+        out["mem"][t] = float(used.sum() / work.gpu_memory_mib.sum())
+        # faults: outcome per GPU, progress lost where the job died without a checkpoint
+        result = handle_faults(pol, rng, config.faults, on, t, job_on, failures, ready)
+        for key, count in result.counts.items():
+            faults[key] += count
+        over = over | result.online_down
+        out["viol"][t] = np.mean(over)
+        out["ratio"][t] = np.median(np.minimum(p99 / work.slo_ms, 10.0))
+        rate = np.where(result.lost, 0.0, rate)
+        out["tput"][t] = float(rate.sum() / n)
+        running[t] = int(on.sum())
+        served[t] = n - int(result.online_down.sum())
+        idx = np.flatnonzero(on)
+        remaining[job_on[idx]] -= rate[idx] * work.interval_s
+        done = idx[remaining[job_on[idx]] <= 0.0]
+        finish[job_on[done]] = t + 1
+        quarantine = np.where(result.quarantine, t + 1 + pol.quarantine, quarantine)
+        ready[job_on[evict]] = t + 1
+        stopped = result.stopped | evict
+        back = job_on[stopped & has]
+        queue.put_back(back[remaining[back] > 0.0])
+        job_on[stopped] = -1
+        job_on[done] = -1
+        share = np.where(job_on >= 0, share, 100).astype(np.int64)
+        lo = max(0, t + 1 - pol.load_window)
+        prev_load = work.load[work.series, lo:t + 1].max(axis=1)
+        if on_interval is not None:
+            on_interval(IntervalState(t, share.copy(), job_on.copy(), used, served[t]))
+    ended = finish >= 0
+    jct = float((finish[ended] * work.interval_s / 60.0).mean()) if ended.any() else 0.0
+    for name in FAULTS:
+        faults.setdefault(f"{name}:injected", 0)
+    return ColocationRun(
+        policy=pol.name, seed=seed, interval_s=work.interval_s, utilisation=out["util"],
+        sm_activity=out["sm"], memory_used=out["mem"], violation_rate=out["viol"],
+        p99_over_slo=out["ratio"], offline_throughput=out["tput"], running=running,
+        online_served=served, gpus=n, jobs_completed=int(ended.sum()), jct_mean_min=jct,
+        throttles=throttles, evictions=evictions, faults=dict(faults),
+    )

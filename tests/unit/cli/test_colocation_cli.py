@@ -1,0 +1,48 @@
+"""``cotenant simulate colocation``: JSON, report files, openb input, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.unit.cli.test_cli import NODES, PODS, run
+
+
+def test_default_synthetic_run_prints_json_for_every_policy(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run(
+        capsys, "simulate", "colocation", "--gpus", "40", "--hours", "1", "--json",
+        "--out", str(tmp_path),
+    )
+    assert code == 0
+    data = json.loads(out)
+    names = [p["policy"] for p in data["policies"]]
+    assert names == ["dedicated", "mps-fixed", "time-slicing", "muxflow"]
+    assert data["settings"]["online GPUs"] == 40
+    assert (tmp_path / "index.html").exists()
+    assert (tmp_path / "colocation.png").exists()
+
+
+def test_openb_files_and_one_policy(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pods, nodes = tmp_path / "pods.csv", tmp_path / "nodes.csv"
+    pods.write_text(PODS)
+    nodes.write_text(NODES)
+    code, out, _ = run(
+        capsys, "simulate", "colocation", "--pods", str(pods), "--nodes", str(nodes),
+        "-p", "muxflow", "-p", "mps", "--mps-share", "70", "--hours", "0.5", "--json",
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert [p["policy"] for p in data["policies"]] == ["muxflow", "mps-fixed"]
+    assert data["settings"]["mps-fixed online share (%)"] == 70
+    assert data["settings"]["online GPUs"] == 1  # one LS pod with one GPU
+
+
+def test_unknown_policy_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "simulate", "colocation", "-p", "nope")
+    assert code == 2
+    assert "unknown co-location policy 'nope'" in err
+    assert len(err.strip().splitlines()) == 1

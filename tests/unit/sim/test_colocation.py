@@ -1,0 +1,137 @@
+"""The co-location simulation: determinism, invariants, fault handling, policy contrasts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cotenant.policies.colocation import COLOCATION
+from cotenant.sim.colocation import ColocationConfig, IntervalState, run_colocation
+from cotenant.sim.colocation_faults import FAULTS, FaultRates
+from cotenant.sim.colocation_workload import (
+    ColocationWorkload,
+    build_workload,
+    synthetic_workload,
+)
+from cotenant.traces.genai import load_duty_cycles
+from cotenant.traces.source import load_workload
+
+POLICIES = ("dedicated", "mps-fixed", "time-slicing", "muxflow")
+
+
+@pytest.fixture(scope="module")
+def work() -> ColocationWorkload:
+    return synthetic_workload(np.random.default_rng(3), gpus=120, intervals=240)
+
+
+def test_registry_names_and_aliases() -> None:
+    assert COLOCATION.names() == list(POLICIES)
+    assert COLOCATION.canonical("TS") == "time-slicing"
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_seeded_runs_are_bit_for_bit_reproducible(work: ColocationWorkload, policy: str) -> None:
+    a = run_colocation(work, policy, 7)
+    b = run_colocation(work, policy, 7)
+    for field in ("utilisation", "violation_rate", "offline_throughput", "running"):
+        assert np.array_equal(getattr(a, field), getattr(b, field))
+    assert a.faults == b.faults
+
+
+def test_dedicated_has_no_offline_work_and_no_interference(work: ColocationWorkload) -> None:
+    run = run_colocation(work, "dedicated", 1)
+    assert run.offline_throughput.sum() == 0.0
+    assert run.running.sum() == 0
+    assert run.throttles == run.evictions == 0
+    assert all(v == 0 for k, v in run.faults.items())
+    # with no co-runner, violations are only the load's own (p99 alone over the SLO)
+    muxflow = run_colocation(work, "muxflow", 1)
+    assert muxflow.violation_rate.mean() <= run.violation_rate.mean() + 0.01
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_shares_and_memory_stay_within_the_gpu(work: ColocationWorkload, policy: str) -> None:
+    seen: list[IntervalState] = []
+    run_colocation(work, policy, 2, on_interval=seen.append)
+    assert len(seen) == work.intervals
+    for state in seen:
+        assert np.all((state.online_share >= 1) & (state.online_share <= 100))
+        assert np.all(state.memory_used_mib <= work.gpu_memory_mib + 1e-6)
+        jobs = state.offline_job[state.offline_job >= 0]
+        assert len(np.unique(jobs)) == len(jobs)  # a job runs on one GPU at a time
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_every_fault_class_leaves_online_services_running(
+    work: ColocationWorkload, fault: str
+) -> None:
+    rates = dict.fromkeys(("offline_crash", "signal", "mps_failure", "gpu_xid"), 0.0)
+    rates[fault.replace("-", "_")] = 0.05
+    config = ColocationConfig(faults=FaultRates(**rates))
+    served: list[int] = []
+    run = run_colocation(
+        work, "muxflow", 4, config, on_interval=lambda s: served.append(s.online_served)
+    )
+    assert run.faults[f"{fault}:injected"] > 0
+    assert served == [work.gpus] * work.intervals
+    assert np.all(run.online_served == work.gpus)
+    outcomes = sum(v for k, v in run.faults.items() if k.startswith(fault) and "injected" not in k)
+    assert outcomes >= run.faults[f"{fault}:injected"]
+    assert run.offline_throughput.sum() > 0  # offline work resumes after faults
+
+
+def test_graceful_signals_lose_no_progress_but_kills_do(work: ColocationWorkload) -> None:
+    config = ColocationConfig(faults=FaultRates(0.0, 0.05, 0.0, 0.0))
+    mux = run_colocation(work, "muxflow", 5, config)
+    fixed = run_colocation(work, "mps-fixed", 5, config)
+    assert mux.faults.get("signal:graceful-exit-requeued", 0) == mux.faults["signal:injected"]
+    assert fixed.faults.get("signal:killed-requeued", 0) == fixed.faults["signal:injected"]
+
+
+def test_backoff_grows_exponentially_and_is_capped() -> None:
+    mux = COLOCATION.create("muxflow")
+    delays = mux.restart_delay(np.array([1, 2, 3, 4, 10, 50]))
+    assert list(delays) == [1, 2, 4, 8, 32, 32]
+    assert list(COLOCATION.create("mps-fixed").restart_delay(np.array([1, 5]))) == [1, 1]
+
+
+def test_muxflow_harvests_idle_gpus_within_the_slo(work: ColocationWorkload) -> None:
+    dedicated = run_colocation(work, "dedicated", 1).summary()
+    muxflow = run_colocation(work, "muxflow", 1).summary()
+    fixed = run_colocation(work, "mps-fixed", 1).summary()
+    assert muxflow["utilisation_pct"] > 2 * dedicated["utilisation_pct"]  # type: ignore[operator]
+    assert muxflow["slo_violation_pct"] <= fixed["slo_violation_pct"]  # type: ignore[operator]
+    assert muxflow["offline_throughput"] > 0  # type: ignore[operator]
+
+
+@pytest.mark.shared_data
+def test_real_openb_and_genai_inputs_run_an_hour(openb_dir: Path) -> None:
+    duty = openb_dir.parent / "alibaba-genai-v2026" / "pod_gpu_duty_cycle_anon.tar.gz"
+    if not duty.exists():
+        pytest.skip("../shared/data/alibaba-genai-v2026 is absent")
+    source = load_workload(openb_dir / "openb_pod_list_default.csv")
+    series, _ = load_duty_cycles(duty)
+    work = build_workload(
+        source.cluster, source.pods, series, np.random.default_rng(0), intervals=60
+    )
+    assert work.gpus == 4229  # one online GPU per GPU of each LS pod
+    assert work.rejected == {"offline pod without a lifetime": 1}
+    run = run_colocation(work, "muxflow", 0)
+    dedicated = run_colocation(work, "dedicated", 0)
+    assert run.utilisation.mean() > 3 * dedicated.utilisation.mean()
+    assert np.all(run.online_served == work.gpus)
+
+
+def test_without_online_first_an_mps_failure_takes_the_online_service_down(
+    work: ColocationWorkload,
+) -> None:
+    config = ColocationConfig(faults=FaultRates(0.0, 0.0, 0.05, 0.0))
+    fixed = run_colocation(work, "mps-fixed", 6, config)
+    down = fixed.faults["mps-failure:online-down-one-interval"]
+    assert down == fixed.faults["mps-failure:injected"] > 0
+    assert int((work.gpus - fixed.online_served).sum()) == down
+    mux = run_colocation(work, "muxflow", 6, config)
+    assert mux.faults["mps-failure:online-restarted-first"] == mux.faults["mps-failure:injected"]
+    assert np.all(mux.online_served == work.gpus)

@@ -1,0 +1,84 @@
+"""Building the co-location workload: counted rejections and one-line errors, never drops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cotenant.errors import InputError
+from cotenant.model.cluster import Cluster
+from cotenant.model.gpu import CATALOG
+from cotenant.model.workload import Node, Pod, PodShape, Qos
+from cotenant.sim.colocation_queue import JobQueue
+from cotenant.sim.colocation_workload import build_workload
+from cotenant.traces.genai import LoadSeries
+
+
+def _load(values: np.ndarray) -> LoadSeries:
+    names = tuple(f"s{i}" for i in range(values.shape[0]))
+    return LoadSeries(names, 60, 0.0, values, None)
+
+
+def _pods(ls: int, be: int, be_milli: int = 500) -> list[Pod]:
+    pods = [Pod(f"ls{i}", PodShape(1000, 1024, 1, 1000), Qos.LS, 0, 3600) for i in range(ls)]
+    pods += [
+        Pod(f"be{i}", PodShape(1000, 1024, 1, be_milli), Qos.BE, 0, 600) for i in range(be)
+    ]
+    return pods
+
+
+def test_online_instances_beyond_the_gpus_are_counted(small_cluster: Cluster) -> None:
+    load = _load(np.full((3, 10), 0.1))
+    work = build_workload(small_cluster, _pods(30, 5), load, np.random.default_rng(0))
+    assert work.gpus == small_cluster.total_gpus
+    assert work.rejected["online instance: no GPU left"] == 30 - small_cluster.total_gpus
+    assert np.all(work.slo_ms > 0)
+    # offline work resampled up to the demand, from the BE pods only (300 GPU-s each)
+    assert work.job_work_s.sum() >= 2.0 * work.gpus * 600 - 300
+
+
+def test_pods_without_lifetime_are_counted(small_cluster: Cluster) -> None:
+    pods = [*_pods(4, 2), Pod("x", PodShape(1000, 1024, 1, 500), Qos.BE, 0, None)]
+    work = build_workload(small_cluster, pods, _load(np.full((2, 5), 0.1)),
+                          np.random.default_rng(0))
+    assert work.rejected["offline pod without a lifetime"] == 1
+
+
+@pytest.mark.parametrize("bad", [-0.1, np.nan])
+def test_bad_load_values_are_one_line_errors(small_cluster: Cluster, bad: float) -> None:
+    values = np.full((2, 5), 0.1)
+    values[1, 3] = bad
+    with pytest.raises(InputError, match="duty cycles"):
+        build_workload(small_cluster, _pods(4, 2), _load(values), np.random.default_rng(0))
+
+
+def test_no_online_pod_is_an_error(small_cluster: Cluster) -> None:
+    with pytest.raises(InputError, match="no LS pod"):
+        build_workload(small_cluster, _pods(0, 2), _load(np.full((1, 5), 0.1)),
+                       np.random.default_rng(0))
+
+
+def test_queue_offers_fitting_jobs_largest_first_and_takes_them_back() -> None:
+    need = np.array([1000.0, 9000.0, 3000.0, 9000.0, 500.0])
+    ready = np.zeros(5, dtype=np.int64)
+    queue = JobQueue(need, ready)
+    got = queue.take(4000.0, 10, 0)
+    assert list(got) == [2, 0, 4]  # 3000, 1000, 500: largest that fit first
+    assert queue.pending() == 2
+    queue.put_back(np.array([0]))
+    ready[0] = 5
+    assert len(queue.take(4000.0, 10, 1)) == 0  # not ready until interval 5
+    assert list(queue.take(4000.0, 10, 5)) == [0]
+    assert list(queue.take(1e9, 1, 5)) == [1]
+
+
+def test_offline_jobs_too_big_for_every_gpu_are_counted_not_dropped() -> None:
+    cluster = Cluster([Node("t4", 32_000, 131_072, 4, CATALOG.get("T4"))])
+    pods = _pods(4, 0) + [
+        Pod(f"big{i}", PodShape(1000, 1024, 1, 1000), Qos.BE, 0, 600) for i in range(200)
+    ]
+    work = build_workload(cluster, pods, _load(np.full((2, 5), 0.1)), np.random.default_rng(1))
+    too_big = work.rejected.get("offline job: memory exceeds the room of every GPU", 0)
+    assert too_big > 0  # Tally footprints of 12.7-18.1 GB do not fit beside the online pod
+    room = (work.gpu_memory_mib - work.online_memory_mib).max()
+    assert np.all(work.job_memory_mib <= room)
