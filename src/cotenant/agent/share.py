@@ -32,6 +32,7 @@ from cotenant.policies.colocation.contract import (
     SharePolicy,
     check_share_pct,
 )
+from cotenant.policies.colocation.share import DynamicShare
 from cotenant.registry import Registry
 
 SHARE_POLICIES: Registry[SharePolicy] = Registry("share policy")
@@ -47,6 +48,10 @@ class StaticShare:
 
     def online_share(self, obs: OnlineObservation) -> int:
         return check_share_pct(self.online_pct, "static share policy online_pct")
+
+
+SHARE_POLICIES.register("dynamic", aliases=("muxflow",))(DynamicShare)
+"""MuxFlow's dynamic SM allocation: the very object ``cotenant simulate colocation`` drives."""
 
 
 class ShareController:
@@ -83,7 +88,11 @@ class ShareController:
                 continue
             offline = [r for r in records if r.spec.gpu == index
                        and r.spec.role is Role.OFFLINE and not r.status.final]
-            share = self._decide(info, online, offline)
+            try:
+                share = self._decide(info, online, offline)
+            except CotenantError as exc:  # e.g. a model the policy does not know: keep the share
+                store.event(now, NODE, "share policy error", detail=exc.one_line())
+                continue
             self.shares[index] = share
             target = max(MIN_SHARE_PCT, MAX_SHARE_PCT - share)
             for record in offline:

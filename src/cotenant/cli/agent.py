@@ -75,7 +75,7 @@ def run(
     token_file: TokenFile = None,
     share_policy: Annotated[
         str, typer.Option(help=f"one of: {', '.join(SHARE_POLICIES.names())}, or module:attr")
-    ] = "static",
+    ] = "dynamic",
     online_share: Annotated[int, typer.Option(help="static policy: online SM share %")] = 70,
     interval: Annotated[float, typer.Option(help="seconds between reconcile ticks")] = 1.0,
     ticks: Annotated[int, typer.Option(help="stop after this many ticks (0: until SIGINT)")] = 0,

@@ -8,6 +8,7 @@ from pathlib import Path
 from cotenant.agent.share import SHARE_POLICIES, ShareController, StaticShare
 from cotenant.agent.state import Status
 from cotenant.policies.colocation.contract import OnlineObservation
+from cotenant.policies.colocation.share import DynamicShare
 
 from .harness import OFFLINE, ONLINE, Agent, make_agent
 
@@ -79,3 +80,40 @@ def test_static_policy_from_the_registry() -> None:
     policy = SHARE_POLICIES.create("static", online_pct=60)
     assert isinstance(policy, StaticShare)
     assert policy.online_share(OnlineObservation("m", 0.5, 10.0)) == 60
+
+
+def test_the_simulators_dynamic_policy_drives_the_agent(tmp_path: Path) -> None:
+    """The registry's default is the DynamicShare object the co-location simulator uses: a
+    lightly loaded online service leaves most SMs to offline, a busy one takes them back."""
+    policy = SHARE_POLICIES.create("dynamic")
+    assert isinstance(policy, DynamicShare)
+    agent = make_agent(tmp_path)
+    controller = ShareController(agent.sup, agent.node, policy, threshold_pct=10)
+    agent.submit(ONLINE)  # resnet50, SLO 50 ms, util 30 %
+    agent.submit(OFFLINE)
+    agent.run(0.5)
+    web_pid = agent.record("web").pid
+    assert web_pid is not None
+    agent.node.set_util(web_pid, 5.0)
+    for _ in range(20):  # hysteresis lowers the online share step by step
+        tick(agent, controller)
+    low = controller.shares[0]
+    expected = policy.online_share(OnlineObservation("resnet50", 0.05, 50.0, low))
+    assert low == expected
+    assert agent.record("train").applied_pct == 100 - low
+    agent.node.set_util(web_pid, 80.0)
+    tick(agent, controller)
+    high = controller.shares[0]
+    assert high > low  # raised at once when the SLO is at risk
+    assert high == policy.online_share(OnlineObservation("resnet50", 0.8, 50.0, low))
+    assert agent.record("web").pid == web_pid  # online never restarted
+
+
+def test_a_model_the_policy_does_not_know_is_logged_not_fatal(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    controller = ShareController(agent.sup, agent.node, SHARE_POLICIES.create("dynamic"))
+    agent.submit({**ONLINE, "model": "no-such-model"})
+    agent.run(0.5)
+    tick(agent, controller)
+    assert agent.record("web").status is Status.RUNNING
+    assert 0 not in controller.shares
