@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -107,5 +107,5 @@ def solve_mcts(
     incumbent = solve_greedy(problem).gpus  # the search's plan is never worse than greedy's
     if len(incumbent) < len(gpus):
         gpus = incumbent
-    result = Plan("mcts", gpus, min(bound, len(gpus)), len(gpus) <= bound, 0.0)
-    return replace(result, seconds=time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    return Plan("mcts", gpus, min(bound, len(gpus)), len(gpus) <= bound, seconds)

@@ -191,7 +191,7 @@ def _match(current: tuple[GpuPlan, ...], plan: tuple[GpuPlan, ...]) -> tuple[int
             for p, s in want.assignment:
                 if p in kept:
                     score[t, c] += 3.0 if kept[p] == s else 1.0
-            # an unmatched current GPU is free: slightly prefer busy ones for reuse only
+            # with no instance to keep, a free GPU wins: new capacity goes there first
             score[t, c] += 0.0 if have.assignment else 0.5
     rows, cols = linear_sum_assignment(score, maximize=True)
     placement = [0] * len(plan)
