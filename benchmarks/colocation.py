@@ -7,10 +7,15 @@
   Needs ``../shared/data``.
 * ``scale``: 20,000 synthetic online GPUs x 24 h x 1 min, MuxFlow (the matching is the hot
   path), wall time against the 60 s target.
+* ``frontier``: the real run's workload, MuxFlow and every setting of the static baselines
+  (online share, admitted peak load): offline throughput against SLO violations.
+* ``sweep``: the real run with the duty cycles scaled by 1-4x (a busier online fleet).
 
-    .venv/bin/python benchmarks/colocation.py            # both
+    .venv/bin/python benchmarks/colocation.py            # real + scale
     .venv/bin/python benchmarks/colocation.py --only scale
     .venv/bin/python benchmarks/colocation.py --only sensitivity   # guard reaction x window
+    .venv/bin/python benchmarks/colocation.py --only frontier
+    .venv/bin/python benchmarks/colocation.py --only sweep
 """
 
 from __future__ import annotations
@@ -28,7 +33,12 @@ import numpy as np
 
 from cotenant.policies.colocation import COLOCATION
 from cotenant.sim.colocation import run_colocation
-from cotenant.sim.colocation_workload import build_workload, synthetic_workload
+from cotenant.sim.colocation_frontier import best_within, frontier, pareto
+from cotenant.sim.colocation_workload import (
+    ColocationWorkload,
+    build_workload,
+    synthetic_workload,
+)
 from cotenant.traces.genai import load_duty_cycles
 from cotenant.traces.source import load_workload
 
@@ -82,11 +92,7 @@ def real(seed: int) -> dict[str, object]:
 
 def sensitivity(seed: int) -> list[dict[str, object]]:
     """MuxFlow on the real run as the guard's reaction time and the load window vary."""
-    source = load_workload(PODS)
-    series, _ = load_duty_cycles(LOAD)
-    work = build_workload(
-        source.cluster, source.pods, series, np.random.default_rng(seed), intervals=1440
-    )
+    work = _real_workload(seed)
     rows = []
     for window in (1, 15, 60):
         for reaction in (0.5, 1.0):
@@ -98,6 +104,52 @@ def sensitivity(seed: int) -> list[dict[str, object]]:
                 "load_window": window, "guard_reaction_s": reaction,
                 **{k: s[k] for k in ("utilisation_pct", "slo_violation_pct",
                                      "offline_throughput", "throttles", "evictions")},
+            })
+    return rows
+
+
+def _real_workload(seed: int, load_scale: float = 1.0) -> ColocationWorkload:
+    source = load_workload(PODS)
+    series, _ = load_duty_cycles(LOAD)
+    return build_workload(
+        source.cluster, source.pods, series, np.random.default_rng(seed), intervals=1440,
+        load_scale=load_scale,
+    )
+
+
+def frontier_run(seed: int) -> dict[str, object]:
+    t0 = time.perf_counter()
+    points = frontier(_real_workload(seed), seed)
+    mux = next(p for p in points if p.policy == "muxflow")
+    budgets = (mux.slo_violation_pct, 0.5, 1.0, 2.0)
+    best = {
+        name: {
+            f"<= {b:.3f}%": (None if (p := best_within(points, name, b)) is None
+                             else {"setting": p.setting, "tput": p.offline_throughput,
+                                   "viol": p.slo_violation_pct})
+            for b in budgets
+        }
+        for name in ("time-slicing", "mps-fixed")
+    }
+    return {
+        "points": [vars(p) for p in points],
+        "pareto": [f"{p.policy} {p.setting}" for p in pareto(points)],
+        "muxflow": vars(mux),
+        "best_baseline_within": best,
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
+
+
+def sweep(seed: int) -> list[dict[str, object]]:
+    rows = []
+    for k in (1.0, 2.0, 3.0, 4.0):
+        work = _real_workload(seed, k)
+        for name in POLICIES:
+            s = run_colocation(work, name, seed).summary()
+            rows.append({
+                "load_scale": k, "mean_duty": round(float(work.load[work.series].mean()), 3),
+                **{f: s[f] for f in ("policy", "utilisation_pct", "slo_violation_pct",
+                                     "offline_throughput")},
             })
     return rows
 
@@ -122,7 +174,7 @@ def scale(seed: int, gpus: int, hours: float) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("real", "scale", "sensitivity"))
+    parser.add_argument("--only", choices=("real", "scale", "sensitivity", "frontier", "sweep"))
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--gpus", type=int, default=20_000)
     parser.add_argument("--hours", type=float, default=24.0)
@@ -138,6 +190,10 @@ def main() -> None:
             out["real"] = "skipped: ../shared/data is absent"
     if args.only == "sensitivity":
         out["sensitivity"] = sensitivity(args.seed)
+    if args.only == "frontier":
+        out["frontier"] = frontier_run(args.seed)
+    if args.only == "sweep":
+        out["sweep"] = sweep(args.seed)
     if args.only in (None, "scale"):
         out["scale"] = scale(args.seed, args.gpus, args.hours)
     out["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

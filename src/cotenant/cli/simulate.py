@@ -7,53 +7,36 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
+from cotenant.cli.colocation import colocation
+from cotenant.cli.options import JsonOpt, NodesOpt, OutOpt, PodsOpt
 from cotenant.errors import InputError
-from cotenant.policies.colocation import COLOCATION
 from cotenant.policies.placement import PLACEMENT
 from cotenant.report.html import write_report
 from cotenant.report.plots import (
     allocation_plot,
-    colocation_plot,
     fragmentation_plot,
     replay_plot,
 )
 from cotenant.report.tables import (
-    colocation_rows,
-    colocation_table,
     headers,
     summary_rows,
     summary_table,
 )
-from cotenant.sim.colocation import ColocationConfig, run_colocation
-from cotenant.sim.colocation_faults import FaultRates
-from cotenant.sim.colocation_workload import build_workload, synthetic_workload
 from cotenant.sim.experiment import run_matrix, summarise
 from cotenant.sim.fragmentation import FragmentationConfig, FragmentationRun
 from cotenant.sim.replay import ReplayConfig, run_replay
-from cotenant.traces.genai import load_duty_cycles, synthetic_duty_cycles
 from cotenant.traces.source import load_workload
 
 app = typer.Typer(help="Run the trace-driven simulator.", no_args_is_help=False)
 DEFAULT_POLICIES = ["random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd"]
 
-PodsOpt = Annotated[
-    Path | None, typer.Option("--pods", help="openb pod list CSV (default: embedded synthetic)")
-]
-NodesOpt = Annotated[
-    Path | None, typer.Option("--nodes", help="openb node list CSV (default: beside --pods)")
-]
 PolicyOpt = Annotated[
     list[str] | None,
     typer.Option("--policy", "-p", help="placement policy, repeatable (default: all six)"),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print a JSON summary on stdout")]
-OutOpt = Annotated[
-    Path | None, typer.Option("--out", help="report directory (HTML + PNG); none if omitted")
 ]
 ParamsOpt = Annotated[
     Path | None, typer.Option("--params", help="fitted synthetic parameters (JSON)")
@@ -214,121 +197,4 @@ def replay(
         Console(stderr=True).print(f"report: {page}")
 
 
-COLOCATION_POLICIES = ["dedicated", "mps-fixed", "time-slicing", "muxflow"]
-
-
-@app.command()
-def colocation(
-    pods: PodsOpt = None,
-    nodes: NodesOpt = None,
-    load: Annotated[
-        Path | None,
-        typer.Option("--load", help="GenAI duty-cycle file (default: synthetic duty cycles)"),
-    ] = None,
-    policy: Annotated[
-        list[str] | None,
-        typer.Option("--policy", "-p", help="co-location policy, repeatable (default: all four)"),
-    ] = None,
-    seed: Annotated[int, typer.Option(help="seed of the workload draw and the faults")] = 42,
-    hours: Annotated[float, typer.Option(min=0.02, help="simulated hours")] = 24.0,
-    gpus: Annotated[
-        int, typer.Option(min=1, help="online GPUs of the synthetic workload (no --pods)")
-    ] = 2000,
-    offline_demand: Annotated[
-        float, typer.Option(min=0.0, help="offline work, x online GPU-time of the horizon")
-    ] = 2.0,
-    slo_headroom: Annotated[
-        float, typer.Option(min=1.01, help="SLO = this x the p99 alone at peak load")
-    ] = 1.5,
-    fault_scale: Annotated[
-        float, typer.Option(min=0.0, help="multiply the default fault rates")
-    ] = 1.0,
-    mps_share: Annotated[
-        int, typer.Option(min=1, max=100, help="online SM share (%) of mps-fixed")
-    ] = 50,
-    json_out: JsonOpt = False,
-    out: OutOpt = None,
-) -> None:
-    """Online/offline co-location: dedicated GPUs, fixed-split MPS, time slicing, MuxFlow.
-
-    With no options it runs the four policies over 24 simulated hours on the embedded
-    synthetic workload (2,000 online GPUs fitted to openb, synthetic GenAI duty cycles).
-    """
-    names = [COLOCATION.canonical(n) for n in (policy or COLOCATION_POLICIES)]
-    rng = np.random.default_rng(seed)
-    series = None
-    notes: list[str] = []
-    if load is not None:
-        series, report = load_duty_cycles(load)
-        notes.append(
-            f"load: {report.series_kept} of {report.series_read} series kept, rejected "
-            f"{report.rejected or 'none'}, {report.filled_points} points filled"
-        )
-    interval_s = series.interval_s if series is not None else 60
-    intervals = max(1, round(hours * 3600 / interval_s))
-    if pods is not None:
-        source = load_workload(pods, nodes)
-        if series is None:
-            series = synthetic_duty_cycles(143, intervals, rng)
-        work = build_workload(
-            source.cluster, source.pods, series, rng, intervals=intervals,
-            offline_demand=offline_demand, slo_headroom=slo_headroom,
-            description=f"{source.description}; load {load.name if load else 'synthetic'}",
-        )
-    else:
-        if nodes is not None:
-            raise InputError("--nodes", "--nodes needs --pods", hint="or leave both out")
-        work = synthetic_workload(
-            rng, gpus=gpus, intervals=intervals, offline_demand=offline_demand,
-            slo_headroom=slo_headroom, load=series,
-        )
-    config = ColocationConfig(faults=FaultRates().scaled(fault_scale))
-    runs = []
-    err = Console(stderr=True)
-    with Progress(
-        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=err, disable=json_out and not err.is_terminal,
-    ) as progress:
-        task = progress.add_task("co-location", total=len(names) * work.intervals)
-        for name in names:
-            progress.update(task, description=name)
-            chosen = (
-                COLOCATION.create(name, share=mps_share) if name == "mps-fixed"
-                else COLOCATION.create(name)
-            )
-            runs.append(
-                run_colocation(
-                    work, chosen, seed, config,
-                    on_interval=lambda _s: progress.advance(task),
-                )
-            )
-    settings = {
-        "workload": work.description,
-        "online GPUs": work.gpus,
-        "offline jobs": work.jobs,
-        "intervals": f"{work.intervals} x {work.interval_s} s",
-        "seed": seed,
-        "rejected": work.rejected or "none",
-        "mps-fixed online share (%)": mps_share,
-    }
-    rows = [r.summary() for r in runs]
-    if json_out:
-        typer.echo(json.dumps({"settings": settings, "policies": rows, "notes": notes},
-                              indent=2, default=str))
-    else:
-        console = Console()
-        console.print(work.description)
-        for note in notes:
-            console.print(note)
-        console.print(colocation_table(rows))
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        image = colocation_plot(runs, out / "colocation.png", "Co-location over time")
-        head, body = colocation_rows(rows)
-        page = write_report(
-            out, "cotenant: online/offline co-location", settings, head, body, [image], notes
-        )
-        (out / "summary.json").write_text(
-            json.dumps({"settings": settings, "policies": rows}, indent=2, default=str)
-        )
-        err.print(f"report: {page}")
+app.command()(colocation)

@@ -8,14 +8,21 @@ public artefact each number comes from) or is a fit to those numbers done here:
   ``latency(p) = L100 * (a + (1 - a) / p)`` per model by least squares on ``a`` (closed form,
   done at import from the rows below); ``a`` is the share of the batch that does not speed up
   with more SMs. ``speed(p) = 1 / (a + (1 - a) / p)`` is the relative serving speed.
-* **Offline speed vs SM share** (section 2, MIGER ``offline_result``): runtime per MIG slice
-  with the slice's SMs (14/28/42/56/98 of 108, section 0). The same law fitted to every model
-  whose rows are monotone (mobilenet, SqueezeNet and GAN are flat, i.e. input-bound, and left
-  out); the median ``a`` is the offline curve.
+* **Offline speed vs SM share** (sections 2 and 4). MIGER publishes training runtimes per
+  MIG slice only (``offline_result``), and a MIG slice cuts memory bandwidth and L2 with the
+  SMs, where an MPS limit cuts SMs alone. The same law fitted to MIGER's online rows shows the
+  difference on one GPU: per model, ``a`` from the MPS rows (inside a 7g instance) exceeds
+  ``a`` from the MIG rows (``online_result``, relative to 7g) by 0.07 (BERT) to 0.34
+  (ResNet-50), median :data:`MPS_MIG_GAP`. The offline curve is therefore the median MIG fit
+  over the training jobs whose rows are monotone (mobilenet, SqueezeNet and GAN are flat,
+  i.e. input-bound, and left out), relative to 7g, plus that median gap. Cross-check: Gavel's
+  V100 pairs (two training jobs under space sharing) have a median combined normalised
+  throughput of 1.35 (calibration.md section 0), which an equal split implies at ``a = 0.52``.
 * **Queueing** (our modelling choice, not from a source): a service with solo duty cycle
-  ``load`` on the whole GPU runs at utilisation ``rho = load / speed(p) * interference``. Its
-  p99 is the batch latency plus the 99th percentile of an M/D/1 wait under Kingman's
-  exponential approximation: ``P(W > t) = rho * exp(-2 (1 - rho) t / (rho S))``, hence
+  ``load`` on the whole GPU runs at utilisation ``rho = load / speed(p) * interference``, with
+  batch time ``S = L100 * interference / speed(p)``. Its p99 is ``S`` plus the 99th
+  percentile of an M/D/1 wait under Kingman's mean ``E[W] = rho S / (2 (1 - rho))`` with an
+  exponential tail: ``P(W > t) = rho * exp(-2 (1 - rho) t / S)``, hence
   ``p99 = S * (1 + max(0, ln(100 rho)) / (2 (1 - rho)))``; infinite at ``rho >= 1``.
 * **Interference by mode** (section 3, Tally ``priority-aware-perf.csv``, 12 pairs, A100-40GB):
   mean HP p99 ratio MPS 3.90, MPS-priority 2.96, time slicing 2.38; mean BE normalised
@@ -23,6 +30,12 @@ public artefact each number comes from) or is a fit to those numbers done here:
   service keeps its SMs, so only memory-system contention remains; we take the smallest
   MPS-priority ratio seen (1.27, llama-2-7b with ResNet-50 training) as that residual factor
   and apply it to the batch latency whenever an offline job runs beside (an assumption).
+* **Time slicing** goes through the same queue: while a co-runner has work, the time-slice
+  scheduler stretches every online batch by :data:`TS_STRETCH`, the factor whose p99 at
+  Tally's HP load 0.5 is Tally's 2.38x the solo p99 (solved at import). So a time-sliced
+  service saturates at load ``1 / TS_STRETCH`` (about 0.71) and suffers less at low load. The
+  offline job runs while the online one does not: ``min(1, (1 - load) * 0.54 / 0.5)``, the
+  efficiency from Tally's BE throughput at HP load 0.5.
 * **Memory** (section 3, Tally ``single-job-perf.csv``): training footprints 9,615-18,129 MB,
   inference-server footprints 1,475 and 15,915 MB on a 40,960 MB GPU.
 """
@@ -48,15 +61,29 @@ MPS_LATENCY_MS: dict[str, tuple[float, ...]] = {
 }
 ONLINE_MODELS: tuple[str, ...] = tuple(MPS_LATENCY_MS)
 
-# MIGER offline_result: seconds for the fixed job on full GPU, 7g, 4g, 3g, 2g, 1g (A100-80GB).
-_SLICE_SM_FRACTION = (1.0, 98 / 108, 56 / 108, 42 / 108, 28 / 108, 14 / 108)
+# MIGER online_result, same models: ms per batch-32 inference on 7g, 4g, 3g, 2g, 1g
+# (A100-80GB); None where the source reports an error.
+MIG_SM_FRACTION = (1.0, 56 / 98, 42 / 98, 28 / 98, 14 / 98)
+"""SMs of each MIG slice relative to a 7g instance (calibration.md section 0)."""
+MIG_LATENCY_MS: dict[str, tuple[float | None, ...]] = {
+    "resnet50": (14.8, 25.8, 30.0, 49.7, 97.7),
+    "resnet152": (32.6, 55.7, 63.1, 105.6, None),
+    "vgg16": (22.3, 36.9, 44.8, 73.1, 143.5),
+    "inception_v3": (16.6, 26.7, 32.4, 53.5, 106.4),
+    "mobilenet_v2": (7.8, 13.2, 15.3, 26.0, 51.0),
+    "unet": (26.5, 44.5, 52.8, 88.1, None),
+    "bert": (136.6, 221.6, 264.0, None, None),
+    "deeplabv3": (138.9, 175.0, 191.8, 254.6, None),
+}
+
+# MIGER offline_result: seconds for the fixed job on 7g, 4g, 3g, 2g, 1g (A100-80GB).
 OFFLINE_RUNTIME_S: dict[str, tuple[float, ...]] = {
-    "resnet50": (72.2, 77.0, 114.6, 131.9, 209.1, 390.5),
-    "resnet152": (142.7, 150.1, 227.3, 263.4, 424.1, 813.2),
-    "bert": (23.1, 23.9, 41.4, 52.7, 80.5, 157.6),
-    "transformer": (20.4, 21.4, 31.8, 39.9, 55.3, 101.8),
-    "unet": (121.7, 132.9, 182.1, 219.7, 322.9, 596.1),
-    "deeplabv3": (10.6, 10.4, 16.0, 17.9, 29.1, 55.8),
+    "resnet50": (77.0, 114.6, 131.9, 209.1, 390.5),
+    "resnet152": (150.1, 227.3, 263.4, 424.1, 813.2),
+    "bert": (23.9, 41.4, 52.7, 80.5, 157.6),
+    "transformer": (21.4, 31.8, 39.9, 55.3, 101.8),
+    "unet": (132.9, 182.1, 219.7, 322.9, 596.1),
+    "deeplabv3": (10.4, 16.0, 17.9, 29.1, 55.8),
 }
 
 # Tally priority-aware-perf.csv, means over the 12 pairs (calibration.md section 3).
@@ -65,6 +92,10 @@ BE_NORMALISED_TPUT = {"mps": 0.87, "mps-priority": 0.85, "time-slicing": 0.54}
 MPS_LIMITED_INTERFERENCE = 1.27
 """Residual online slowdown beside an offline job when MPS limits SMs (smallest MPS-priority
 p99 ratio in Tally's table); an assumption documented in the module docstring."""
+TALLY_HP_LOAD = 0.5
+"""The inference server's load in Tally's co-location runs."""
+TS_OFFLINE_EFFICIENCY = BE_NORMALISED_TPUT["time-slicing"] / (1.0 - TALLY_HP_LOAD)
+"""Offline progress per second of online idle time under time slicing (Tally: 0.54 / 0.5)."""
 
 # Tally single-job-perf.csv footprints (MB) and solo GPU utilisation of the training jobs.
 TRAINING_MEMORY_MB = (9717.0, 12685.0, 11285.0, 14131.0, 18129.0, 9615.0)
@@ -89,18 +120,29 @@ def _fit_online() -> dict[str, float]:
     }
 
 
-def _fit_offline() -> float:
-    shares = np.array(_SLICE_SM_FRACTION)
-    fits = [
-        fit_serial_fraction(shares, np.asarray(row) / row[0])
-        for row in OFFLINE_RUNTIME_S.values()
-    ]
-    return float(np.median(fits))
+def mig_serial_fraction(row: tuple[float | None, ...]) -> float:
+    """``a`` of one MIG row (relative to 7g), over the slices the source measured."""
+    ok = [i for i, v in enumerate(row) if v is not None]
+    shares = np.array([MIG_SM_FRACTION[i] for i in ok])
+    times = np.array([row[i] for i in ok], dtype=np.float64)
+    return fit_serial_fraction(shares, times / times[0])
+
+
+def _mps_mig_gap(online: dict[str, float]) -> float:
+    gaps = [online[m] - mig_serial_fraction(row) for m, row in MIG_LATENCY_MS.items()]
+    return float(np.median(gaps))
 
 
 SERIAL_FRACTION: dict[str, float] = _fit_online()
+MPS_MIG_GAP: float = _mps_mig_gap(SERIAL_FRACTION)
+"""Median over models of ``a`` under an MPS limit minus ``a`` on MIG slices (MIGER)."""
+OFFLINE_SERIAL_FRACTION_MIG: float = float(
+    np.median([mig_serial_fraction(row) for row in OFFLINE_RUNTIME_S.values()])
+)
+"""The training curve on MIG slices (memory cut with the SMs)."""
+OFFLINE_SERIAL_FRACTION: float = min(1.0, OFFLINE_SERIAL_FRACTION_MIG + MPS_MIG_GAP)
+"""The training curve under an MPS SM limit (see the module docstring)."""
 L100_MS: dict[str, float] = {m: row[0] for m, row in MPS_LATENCY_MS.items()}
-OFFLINE_SERIAL_FRACTION: float = _fit_offline()
 ONLINE_SERIAL = np.array([SERIAL_FRACTION[m] for m in ONLINE_MODELS])
 ONLINE_L100 = np.array([L100_MS[m] for m in ONLINE_MODELS])
 
@@ -123,7 +165,7 @@ def offline_speed(share: FloatArray | float) -> FloatArray:
 
 
 def p99_ms(
-    load: FloatArray, share: FloatArray, serial: FloatArray, l100: FloatArray,
+    load: FloatArray, share: FloatArray, serial: FloatArray | float, l100: FloatArray | float,
     interference: FloatArray | float = 1.0,
 ) -> FloatArray:
     """Online p99 latency (ms) at solo duty ``load``, SM share ``share`` (0-1] and a slowdown
@@ -161,3 +203,33 @@ def min_share(
         hi = np.where(open_ & fits, mid, hi)
         lo = np.where(open_ & ~fits, mid, lo)
     return np.where(ok_full, hi * step_pct, 101).astype(np.int64)
+
+
+def _solve_ts_stretch() -> float:
+    """The batch stretch whose p99 at Tally's HP load is Tally's time-slicing p99 ratio."""
+    load = np.array([TALLY_HP_LOAD])
+    solo = float(p99_ms(load, np.ones(1), 0.0, 1.0)[0])
+    lo, hi = 1.0, 1.0 / TALLY_HP_LOAD
+    for _ in range(60):
+        mid = (lo + hi) / 2.0
+        ratio = float(p99_ms(load, np.ones(1), 0.0, 1.0, mid)[0]) / solo
+        lo, hi = (mid, hi) if ratio < P99_RATIO["time-slicing"] else (lo, mid)
+    return (lo + hi) / 2.0
+
+
+TS_STRETCH: float = _solve_ts_stretch()
+"""Online batch slowdown under time slicing beside a busy co-runner (about 1.41)."""
+
+
+def ts_p99_ms(
+    load: FloatArray, serial: FloatArray | float, l100: FloatArray | float
+) -> FloatArray:
+    """Online p99 (ms) time-sliced with an offline job: the whole GPU, batches stretched."""
+    return p99_ms(load, np.ones_like(np.asarray(load, dtype=np.float64)), serial, l100,
+                  TS_STRETCH)
+
+
+def ts_offline_speed(load: FloatArray) -> FloatArray:
+    """Offline speed time-sliced beside an online service at solo duty ``load``."""
+    rate = TS_OFFLINE_EFFICIENCY * (1.0 - np.asarray(load, dtype=np.float64))
+    return np.asarray(np.clip(rate, 0.0, 1.0), dtype=np.float64)

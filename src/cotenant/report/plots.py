@@ -19,6 +19,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from cotenant.sim.colocation import ColocationRun
+from cotenant.sim.colocation_frontier import FrontierPoint, pareto
 from cotenant.sim.fragmentation import FragmentationRun
 from cotenant.sim.replay import ReplayRun
 
@@ -126,4 +127,26 @@ def colocation_plot(runs: Sequence[ColocationRun], path: Path, title: str) -> Pa
         ax.grid(alpha=0.3)
     util.set_title(title)
     tput.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def frontier_plot(points: Sequence[FrontierPoint], path: Path, title: str) -> Path:
+    """Offline throughput against SLO-violating intervals, every setting as a dot and each
+    policy's Pareto front as a line (violations on a log axis)."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    front = pareto(points)
+    for i, policy in enumerate(dict.fromkeys(p.policy for p in points)):
+        colour = f"C{i}"
+        mine = [p for p in points if p.policy == policy]
+        ax.scatter([max(p.slo_violation_pct, 1e-3) for p in mine],
+                   [p.offline_throughput for p in mine], color=colour, alpha=0.45, s=18)
+        line = [p for p in front if p.policy == policy]
+        ax.plot([max(p.slo_violation_pct, 1e-3) for p in line],
+                [p.offline_throughput for p in line], color=colour, marker="o", label=policy)
+    ax.set_xscale("log")
+    ax.set_xlabel("online services over their p99 SLO (% of intervals, log)")
+    ax.set_ylabel("offline throughput (GPU-equivalents per GPU)")
+    ax.grid(alpha=0.3, which="both")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
     return _save(fig, path)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from rich import box
 from rich.table import Table
 
+from cotenant.sim.colocation_frontier import FrontierPoint, pareto
 from cotenant.sim.experiment import PolicySummary
 
 HEADERS = (
@@ -90,6 +91,34 @@ def colocation_table(rows: Sequence[dict[str, object]]) -> Table:
     )
     for h in head:
         table.add_column(h, justify="left" if h == "policy" else "right")
+    for row in body:
+        table.add_row(*row)
+    return table
+
+
+FRONTIER_HEADERS = ("policy", "setting", "util %", "SLO viol. %", "offline tput", "Pareto")
+
+
+def frontier_rows(points: Sequence[FrontierPoint]) -> tuple[list[str], list[list[str]]]:
+    """Headers and string rows of a frontier, Pareto points marked."""
+    front = {(p.policy, p.setting) for p in pareto(points)}
+    body = [
+        [p.policy, p.setting, f"{p.utilisation_pct:.2f}", f"{p.slo_violation_pct:.3f}",
+         f"{p.offline_throughput:.4f}", "yes" if (p.policy, p.setting) in front else ""]
+        for p in points
+    ]
+    return list(FRONTIER_HEADERS), body
+
+
+def frontier_table(points: Sequence[FrontierPoint]) -> Table:
+    head, body = frontier_rows(points)
+    table = Table(
+        title="Offline throughput against SLO violations", box=box.SIMPLE_HEAD,
+        pad_edge=False, caption="Pareto: no other setting of the policy has fewer or equal "
+        "violations and more or equal offline work",
+    )
+    for h in head:
+        table.add_column(h, justify="left" if h in ("policy", "setting") else "right")
     for row in body:
         table.add_row(*row)
     return table

@@ -4,8 +4,9 @@ Each interval (the load series' step, 1 minute for the GenAI trace) every GPU's 
 slot in numpy arrays: online load, online SM share, offline job, its progress and memory.
 Per interval, in order:
 
-1. free GPUs (no offline job, not quarantined; for MuxFlow also with room at the observed
-   load) are matched with pending jobs (:mod:`cotenant.policies.colocation.matching`);
+1. free GPUs (no offline job, not quarantined, admitted by the policy's ``max_peak_load``;
+   for MuxFlow also with room at the observed load) are matched with the jobs that have
+   arrived (:mod:`cotenant.policies.colocation.matching`);
 2. shares are decided on the load *observed in the previous interval* (a new pair starts at
    the needed share);
 3. the interval runs at the *current* load: online p99 (``cotenant.perf.mps``) with the true
@@ -24,8 +25,9 @@ Metrics: GPU utilisation as nvidia-smi reports it (share of time any kernel runs
 ``1 - (1 - online busy) (1 - offline busy)``, online busy being its load over its speed at its
 share and offline busy the job's solo utilisation (Tally) while it runs; SM activity weighs
 each side's busy time by its SM share (time slicing: by the whole GPU). Offline progress is
-``offline_speed(1 - share)`` under MPS and, under time slicing, the online idle time times
-Tally's BE efficiency (0.54 at HP load 0.5), both in whole-GPU seconds per second.
+``offline_speed(1 - share)`` under MPS and ``ts_offline_speed(load)`` under time slicing (the
+online idle time times Tally's BE efficiency), both in whole-GPU seconds per second; a
+time-sliced online service's p99 is ``ts_p99_ms`` (batches stretched by ``TS_STRETCH``).
 
 Everything random comes from one ``numpy.random.Generator`` seeded by the caller, so a seeded
 run is reproducible bit for bit.
@@ -54,7 +56,6 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 _MEM_UTIL = np.asarray(mps.TRAINING_MEM_UTIL)
 _OFF_UTIL = np.asarray(mps.TRAINING_GPU_UTIL)
-_TS_OFFLINE_EFFICIENCY = mps.BE_NORMALISED_TPUT["time-slicing"] / 0.5  # Tally, HP load 0.5
 
 
 def _uniform(gpus: IntArray, jobs: IntArray) -> FloatArray:
@@ -68,7 +69,7 @@ class ColocationRun:
 
     ``offline_throughput`` is offline work done per interval in whole-GPU equivalents per
     online GPU; ``jct_mean_min`` is the mean completion time of the jobs that finished, from
-    time 0 when all are queued; ``faults`` counts ``<class>:injected`` and each outcome."""
+    their arrival; ``faults`` counts ``<class>:injected`` and each outcome."""
 
     policy: str
     seed: int
@@ -145,7 +146,7 @@ def run_colocation(
     job_on = np.full(n, -1, dtype=np.int64)
     quarantine = np.zeros(n, dtype=np.int64)
     remaining = work.job_work_s.copy()
-    ready = np.zeros(work.jobs, dtype=np.int64)
+    ready = work.job_arrival.copy()
     failures = np.zeros(work.jobs, dtype=np.int64)
     finish = np.full(work.jobs, -1, dtype=np.int64)
     queue = JobQueue(work.job_memory_mib, ready)
@@ -155,6 +156,7 @@ def run_colocation(
     faults: Counter[str] = Counter()
     throttles = evictions = 0
     prev_load = work.load[work.series, 0]
+    admitted = work.peak_load <= pol.max_peak_load
     for t in range(steps):
         load = work.load[work.series, t]
         need_obs = (
@@ -162,7 +164,7 @@ def run_colocation(
             if pol.share is not None else share
         )
         if pol.shares_gpus:
-            free = (job_on < 0) & (quarantine <= t)
+            free = (job_on < 0) & (quarantine <= t) & admitted
             if pol.guard:
                 free &= need_obs <= pol.evict_above
             gpus = np.flatnonzero(free)
@@ -213,9 +215,9 @@ def run_colocation(
         on = has & ~evict
         p = share / 100.0
         if pol.sharing is Sharing.TIME_SLICING:
-            p99 = np.where(on, p99 * mps.P99_RATIO["time-slicing"], p99)
+            p99 = np.where(on, mps.ts_p99_ms(load, serial, l100), p99)
             over = p99 > work.slo_ms
-            rate = np.where(on, np.clip(_TS_OFFLINE_EFFICIENCY * (1.0 - load), 0.0, 1.0), 0.0)
+            rate = np.where(on, mps.ts_offline_speed(load), 0.0)
             on_busy = np.minimum(load, 1.0)
             sm = on_busy + (1.0 - on_busy) * np.where(on, _OFF_UTIL[prof], 0.0)
         else:
@@ -256,7 +258,8 @@ def run_colocation(
         if on_interval is not None:
             on_interval(IntervalState(t, share.copy(), job_on.copy(), used, served[t]))
     ended = finish >= 0
-    jct = float((finish[ended] * work.interval_s / 60.0).mean()) if ended.any() else 0.0
+    waited = (finish[ended] - work.job_arrival[ended]) * work.interval_s / 60.0
+    jct = float(waited.mean()) if ended.any() else 0.0
     for name in FAULTS:
         faults.setdefault(f"{name}:injected", 0)
     return ColocationRun(

@@ -4,6 +4,8 @@ A plain FIFO lets jobs that fit only the few roomy GPUs pile up at its head and 
 small ones. Jobs are bucketed by their memory need rounded up to ``GRAIN_MIB`` (the rounded
 value is what must fit: conservative); each bucket keeps queue order, with jobs that come back
 (evicted, failed, put back unmatched) in a small side list ahead of the never-started ones.
+A job is offered only once it is ready (``ready[job] <= t``: arrived, and past any restart
+delay); never-started jobs are kept in index order, which the workload makes arrival order.
 :meth:`JobQueue.take` offers the largest jobs that fit a given room first (best fit), so the
 cost of an offer is O(buckets + offered), not O(pending).
 """
@@ -55,7 +57,8 @@ class JobQueue:
                     out.append(got)
                     left -= len(got)
             if left > 0 and self._ptr[c] < len(self._fresh[c]):
-                got = self._fresh[c][self._ptr[c]:self._ptr[c] + left]
+                nxt = self._fresh[c][self._ptr[c]:self._ptr[c] + left]
+                got = nxt[: int(np.searchsorted(self._ready[nxt], t, side="right"))]
                 self._ptr[c] += len(got)
                 out.append(got)
                 left -= len(got)

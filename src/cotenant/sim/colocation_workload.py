@@ -1,5 +1,7 @@
 """The co-location workload: online services on GPUs with a load over time, and offline jobs.
 
+* **Load**: the duty-cycle series, times ``load_scale`` (capped at 1) for what-if runs at a
+  busier online fleet (the GenAI pods average 7% duty; MuxFlow's online GPUs averaged 26%).
 * **GPUs**: every GPU of the cluster's nodes; the trace's opaque models (G2, G3) have no
   published memory and are taken as 16 GiB (``OPAQUE_GPU_MIB``, an assumption).
 * **Online services**: one per GPU of each openb ``LS`` pod, placed on the GPUs in a seeded
@@ -15,8 +17,16 @@
   in GPU-seconds (times ``gpu_milli / 1000`` for a fractional pod). Memory: ``gpu_milli``'s
   share of a 16 GiB GPU, or a Tally training footprint (seeded) for a whole-GPU pod. The
   trace's BE work is far less than the online GPUs' idle time, so, as the ATC'23 protocol does
-  for arrivals, jobs are sampled with replacement from the BE pods until the work reaches
-  ``offline_demand`` times the online GPU-seconds of the horizon; all are queued at time 0.
+  for arrivals, jobs are sampled with replacement from the BE pods until the work that can
+  run within the horizon reaches ``offline_demand`` times the online GPU-seconds of the
+  horizon. A job counts toward it with its work capped at the time from its arrival to the
+  end (a week-long job adds one horizon at most), and only if it fits the median GPU's room
+  (jobs that fit only the few large GPUs would otherwise fill the quota and leave most GPUs
+  short of work). Arrivals (``arrivals``):
+  ``spread`` (default) draws each job's arrival uniformly over the horizon, sorted, so job
+  order is arrival order and the offline backlog builds up as in a cluster where BE work keeps
+  coming; ``start`` queues every job at time 0 (a drain experiment: once the jobs that fit
+  are done, throughput measures the queue, not the sharing policy).
 
 Anything left out is counted in ``rejected`` by reason, never dropped silently.
 """
@@ -43,6 +53,8 @@ IntArray = npt.NDArray[np.int64]
 OPAQUE_GPU_MIB = 16384
 REFERENCE_GPU_MIB = 16384
 PEAK_LOAD_CAP = 0.9
+ARRIVALS = ("spread", "start")
+"""When offline jobs join the queue: uniformly over the horizon, or all at time 0."""
 
 
 class DutyCycles(Protocol):
@@ -72,6 +84,7 @@ class ColocationWorkload:
     job_memory_mib: FloatArray
     job_work_s: FloatArray
     job_profile: IntArray  # index into mps.TRAINING_* solo profiles
+    job_arrival: IntArray  # interval at which each job joins the queue (non-decreasing)
     description: str
     rejected: dict[str, int] = field(default_factory=dict)
 
@@ -86,6 +99,11 @@ class ColocationWorkload:
     @property
     def intervals(self) -> int:
         return int(self.load.shape[1])
+
+    @property
+    def peak_load(self) -> FloatArray:
+        """Each online service's highest duty cycle over the horizon."""
+        return np.asarray(self.load[self.series].max(axis=1), dtype=np.float64)
 
 
 def _gpu_memory(cluster: Cluster) -> FloatArray:
@@ -113,6 +131,8 @@ def build_workload(
     offline_demand: float = 2.0,
     slo_headroom: float = 1.5,
     use_load_memory: bool = False,
+    arrivals: str = "spread",
+    load_scale: float = 1.0,
     description: str = "",
 ) -> ColocationWorkload:
     """Online services from the LS pods, offline jobs from the BE pods, load from ``load``."""
@@ -121,6 +141,9 @@ def build_workload(
         raise InputError("load", "needs at least one series with at least one interval")
     if not np.all(np.isfinite(values)) or values.min() < 0.0:
         raise InputError("load", "duty cycles must be finite and >= 0")
+    if not (np.isfinite(load_scale) and load_scale > 0.0):
+        raise InputError("--load-scale", f"{load_scale}; must be a number > 0")
+    values = np.minimum(values * load_scale, 1.0)
     if intervals is not None:
         if intervals < 1:
             raise InputError("--hours", "the horizon must hold at least one interval")
@@ -128,6 +151,8 @@ def build_workload(
         values = np.tile(values, (1, reps))[:, :intervals]
     if offline_demand < 0 or slo_headroom <= 1.0:
         raise InputError("workload", "offline_demand must be >= 0 and slo_headroom > 1")
+    if arrivals not in ARRIVALS:
+        raise InputError("--arrivals", f"{arrivals!r}; expected one of {', '.join(ARRIVALS)}")
     rejected: Counter[str] = Counter()
     gpu_mem_all = _gpu_memory(cluster)
     order = rng.permutation(len(gpu_mem_all))
@@ -162,11 +187,14 @@ def build_workload(
     )
     jobs = _offline_jobs(pods, rng, float((gpu_mem - on_mem).max()), rejected)
     horizon_s = values.shape[1] * load.interval_s
-    work, mem, prof = _resample(jobs, rng, offline_demand * n * horizon_s)
+    work, mem, prof, arrival = _resample(
+        jobs, rng, offline_demand * n * horizon_s, values.shape[1], int(load.interval_s),
+        arrivals == "spread", float(np.median(gpu_mem - on_mem)),
+    )
     return ColocationWorkload(
         gpu_memory_mib=gpu_mem, model=model, online_memory_mib=on_mem, slo_ms=slo,
         series=series, load=values, interval_s=int(load.interval_s),
-        job_memory_mib=mem, job_work_s=work, job_profile=prof,
+        job_memory_mib=mem, job_work_s=work, job_profile=prof, job_arrival=arrival,
         description=description, rejected=dict(rejected),
     )
 
@@ -196,16 +224,47 @@ def _offline_jobs(
 
 
 def _resample(
-    jobs: tuple[FloatArray, FloatArray, IntArray], rng: np.random.Generator, target_s: float
-) -> tuple[FloatArray, FloatArray, IntArray]:
+    jobs: tuple[FloatArray, FloatArray, IntArray],
+    rng: np.random.Generator,
+    target_s: float,
+    intervals: int,
+    interval_s: int,
+    spread: bool,
+    typical_room_mib: float,
+) -> tuple[FloatArray, FloatArray, IntArray, IntArray]:
+    """Every job once (shuffled), then draws with replacement until the work that can run
+    within the horizon (each job's work capped at the time from its arrival to the end, and
+    counted only if it fits ``typical_room_mib``) reaches ``target_s``; in arrival order."""
     work, mem, prof = jobs
+    fits = (mem <= typical_room_mib).astype(np.float64)
+    idx = rng.permutation(len(work)).astype(np.int64)
     if len(work) == 0 or target_s <= 0:
-        return work, mem, prof
-    first = rng.permutation(len(work))
-    total = float(work.sum())
-    extra = max(0, int(np.ceil((target_s - total) / float(work.mean()))))
-    idx = np.concatenate([first, rng.integers(0, len(work), extra)]).astype(np.int64)
-    return work[idx], mem[idx], prof[idx]
+        return work[idx], mem[idx], prof[idx], np.zeros(len(idx), dtype=np.int64)
+    horizon_s = float(intervals * interval_s)
+
+    def arrive(k: int) -> IntArray:
+        if not spread:
+            return np.zeros(k, dtype=np.int64)
+        return rng.integers(0, intervals, k).astype(np.int64)
+
+    arrival = arrive(len(idx))
+    done = float((fits[idx] * np.minimum(work[idx], horizon_s - arrival * interval_s)).sum())
+    parts, times = [idx], [arrival]
+    while done < target_s:
+        if not fits.any():
+            break
+        k = max(1024, int(np.ceil((target_s - done) / float(work.mean()))))
+        more = rng.integers(0, len(work), k).astype(np.int64)
+        at = arrive(k)
+        capped = fits[more] * np.minimum(work[more], horizon_s - at * interval_s)
+        take = int(np.searchsorted(np.cumsum(capped), target_s - done)) + 1
+        parts.append(more[:take])
+        times.append(at[:take])
+        done += float(capped[:take].sum())
+    idx, arrival = np.concatenate(parts), np.concatenate(times)
+    order = np.argsort(arrival, kind="stable")
+    idx, arrival = idx[order], arrival[order]
+    return work[idx], mem[idx], prof[idx], arrival
 
 
 def synthetic_workload(
@@ -218,6 +277,8 @@ def synthetic_workload(
     offline_demand: float = 2.0,
     slo_headroom: float = 1.5,
     load: DutyCycles | None = None,
+    arrivals: str = "spread",
+    load_scale: float = 1.0,
 ) -> ColocationWorkload:
     """``gpus`` online GPUs from nodes and pods drawn from the openb-fitted parameters, LS
     pods serving, BE pods as offline jobs, and ``load`` (default: ``series`` synthetic
@@ -242,7 +303,7 @@ def synthetic_workload(
         load = synthetic_duty_cycles(series, intervals, rng, interval_s=interval_s)
     return build_workload(
         cluster, pods, load, rng, intervals=intervals, offline_demand=offline_demand,
-        slo_headroom=slo_headroom,
+        slo_headroom=slo_headroom, arrivals=arrivals, load_scale=load_scale,
         description=f"synthetic: {gpus} online GPUs fitted to {params.source}, "
         f"{intervals} x {load.interval_s}s intervals, {source}",
     )

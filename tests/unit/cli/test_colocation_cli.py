@@ -46,3 +46,38 @@ def test_unknown_policy_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2
     assert "unknown co-location policy 'nope'" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_frontier_reports_every_setting_and_the_verdict(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run(
+        capsys, "simulate", "colocation", "--gpus", "30", "--hours", "0.5", "--frontier",
+        "--json", "--out", str(tmp_path),
+    )
+    assert code == 0
+    data = json.loads(out)
+    policies = [p["policy"] for p in data["points"]]
+    assert policies[0] == "muxflow"
+    assert policies.count("time-slicing") == 8
+    assert policies.count("mps-fixed") == 32
+    assert any(n.startswith("time-slicing at <=") for n in data["notes"])
+    assert (tmp_path / "frontier.png").exists()
+    assert (tmp_path / "frontier.json").exists()
+
+
+def test_arrivals_and_load_scale_reach_the_workload(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(
+        capsys, "simulate", "colocation", "--gpus", "20", "--hours", "0.5", "-p", "ts",
+        "--arrivals", "start", "--load-scale", "2", "--json",
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["settings"]["offline arrivals"] == "start"
+    assert data["settings"]["load scale"] == 2.0
+    code, _, err = run(capsys, "simulate", "colocation", "--arrivals", "later")
+    assert code == 2
+    assert "--arrivals" in err
+    assert len(err.strip().splitlines()) == 1

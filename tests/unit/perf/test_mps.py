@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from cotenant.perf import mps
+from cotenant.perf.predictor import gavel_pairs
 
 
 def test_fit_recovers_a_known_serial_fraction() -> None:
@@ -57,3 +58,41 @@ def test_offline_speed_is_zero_without_share_and_one_at_full() -> None:
     assert s[0] == 0.0
     assert 0.0 < s[1] < 1.0
     assert s[2] == pytest.approx(1.0)
+
+
+def test_an_mps_limit_costs_less_than_a_mig_slice_for_every_measured_model() -> None:
+    # MIGER, same models and GPU: the MPS rows scale better with SMs than the MIG rows
+    for model, row in mps.MIG_LATENCY_MS.items():
+        assert mps.SERIAL_FRACTION[model] > mps.mig_serial_fraction(row), model
+    assert 0.0 < mps.MPS_MIG_GAP < 0.5
+    assert pytest.approx(
+        mps.OFFLINE_SERIAL_FRACTION_MIG + mps.MPS_MIG_GAP
+    ) == mps.OFFLINE_SERIAL_FRACTION
+
+
+def test_offline_mps_curve_agrees_with_gavels_measured_pairs() -> None:
+    # two training jobs splitting a GPU evenly each run at speed(0.5); Gavel measured the sum
+    combined = [r.speed_a + r.speed_b for r in gavel_pairs("V100") if r.job_a != r.job_b]
+    implied = 2.0 - 2.0 / float(np.median(combined))
+    assert abs(implied - mps.OFFLINE_SERIAL_FRACTION) < 0.1
+    assert abs(implied - mps.OFFLINE_SERIAL_FRACTION) < abs(
+        implied - mps.OFFLINE_SERIAL_FRACTION_MIG
+    )
+
+
+def test_time_slicing_reproduces_tallys_p99_ratio_at_its_load_and_saturates() -> None:
+    a, l100 = mps.SERIAL_FRACTION["bert"], mps.L100_MS["bert"]
+    half = np.array([mps.TALLY_HP_LOAD])
+    ratio = mps.ts_p99_ms(half, a, l100)[0] / mps.p99_ms(half, np.ones(1), a, l100)[0]
+    assert ratio == pytest.approx(mps.P99_RATIO["time-slicing"], rel=1e-6)
+    low = np.array([0.05])
+    low_ratio = mps.ts_p99_ms(low, a, l100)[0] / mps.p99_ms(low, np.ones(1), a, l100)[0]
+    assert 1.0 < low_ratio < ratio
+    assert np.isinf(mps.ts_p99_ms(np.array([1.0 / mps.TS_STRETCH + 0.01]), a, l100)[0])
+
+
+def test_time_sliced_offline_speed_is_the_online_idle_time_at_tallys_efficiency() -> None:
+    s = mps.ts_offline_speed(np.array([0.0, 0.5, 1.0]))
+    assert s[0] == 1.0  # capped: never faster than alone
+    assert s[1] == pytest.approx(mps.BE_NORMALISED_TPUT["time-slicing"])
+    assert s[2] == 0.0

@@ -82,3 +82,61 @@ def test_offline_jobs_too_big_for_every_gpu_are_counted_not_dropped() -> None:
     assert too_big > 0  # Tally footprints of 12.7-18.1 GB do not fit beside the online pod
     room = (work.gpu_memory_mib - work.online_memory_mib).max()
     assert np.all(work.job_memory_mib <= room)
+
+
+def _long_pods(ls: int, be: int) -> list[Pod]:
+    """BE pods of mixed lifetimes, some longer than the horizon."""
+    pods = [Pod(f"ls{i}", PodShape(1000, 1024, 1, 1000), Qos.LS, 0, 3600) for i in range(ls)]
+    pods += [
+        Pod(f"be{i}", PodShape(1000, 1024, 1, 500), Qos.BE, 0, 60 * (1 + 37 * i))
+        for i in range(be)
+    ]
+    return pods
+
+
+@pytest.mark.parametrize("arrivals", ["spread", "start"])
+def test_offline_work_that_can_run_in_the_horizon_meets_the_demand(
+    small_cluster: Cluster, arrivals: str
+) -> None:
+    load = _load(np.full((3, 30), 0.1))
+    work = build_workload(small_cluster, _long_pods(8, 12), load, np.random.default_rng(4),
+                          offline_demand=2.0, arrivals=arrivals)
+    horizon_s = work.intervals * work.interval_s
+    runnable = np.minimum(work.job_work_s, horizon_s - work.job_arrival * work.interval_s)
+    assert runnable.sum() >= 2.0 * work.gpus * horizon_s
+    assert np.all(np.diff(work.job_arrival) >= 0)  # job order is arrival order
+    assert work.job_arrival.min() >= 0
+    assert work.job_arrival.max() < work.intervals
+    if arrivals == "start":
+        assert not work.job_arrival.any()
+    else:
+        assert len(np.unique(work.job_arrival)) > work.intervals // 2
+
+
+def test_bad_arrivals_and_load_scale_are_one_line_errors(small_cluster: Cluster) -> None:
+    load = _load(np.full((1, 5), 0.1))
+    with pytest.raises(InputError, match="--arrivals"):
+        build_workload(small_cluster, _pods(2, 2), load, np.random.default_rng(0),
+                       arrivals="later")
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(InputError, match="--load-scale"):
+            build_workload(small_cluster, _pods(2, 2), load, np.random.default_rng(0),
+                           load_scale=bad)
+
+
+def test_load_scale_multiplies_the_duty_cycles_capped_at_one(small_cluster: Cluster) -> None:
+    values = np.array([[0.1, 0.3, 0.6], [0.0, 0.2, 0.4]])
+    work = build_workload(small_cluster, _pods(2, 2), _load(values), np.random.default_rng(0),
+                          load_scale=2.0)
+    assert np.allclose(work.load, np.minimum(values * 2.0, 1.0))
+    assert np.allclose(work.peak_load, work.load[work.series].max(axis=1))
+
+
+def test_queue_offers_never_started_jobs_only_once_they_have_arrived() -> None:
+    need = np.full(4, 1000.0)
+    arrival = np.array([0, 2, 2, 5], dtype=np.int64)
+    queue = JobQueue(need, arrival.copy())
+    assert list(queue.take(4000.0, 10, 0)) == [0]
+    assert len(queue.take(4000.0, 10, 1)) == 0
+    assert list(queue.take(4000.0, 10, 3)) == [1, 2]
+    assert list(queue.take(4000.0, 10, 5)) == [3]

@@ -7,6 +7,8 @@ holds (shares, matching, guard thresholds, restart delays) is a pure function of
 * ``mps-fixed``: offline jobs join online GPUs in queue order where memory fits, MPS with a
   fixed online share (default 50%);
 * ``time-slicing``: the same placement, the GPU's default time slicing between the two;
+  both baselines take ``max_peak_load``, a static admission rule (share only the GPUs whose
+  online service never exceeds that load), their knob for fewer SLO violations;
 * ``muxflow``: maximum-weight matching on predicted speeds, :class:`DynamicShare`, the
   two-level protection (hard memory limit at matching; a compute guard that throttles, then
   evicts) and MuxFlow's mixed error handling (graceful exit on signals, MPS restarted with the
@@ -70,6 +72,10 @@ class ColocationPolicy:
     backoff_cap: int = 32
     quarantine: int = 30
     """Intervals a GPU takes no offline work after an XID error."""
+    max_peak_load: float = 1.0
+    """Static admission: offline work joins only GPUs whose online service's peak load (its
+    history's highest duty cycle) is at most this; 1.0 admits every GPU. The knob a static
+    baseline has to trade offline work for fewer SLO violations."""
     notes: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -80,6 +86,8 @@ class ColocationPolicy:
             raise InputError(f"policy {self.name}", "load_window must be >= 1")
         if self.backoff_base < 0 or self.backoff_cap < 0 or self.quarantine < 0:
             raise InputError(f"policy {self.name}", "delays must be >= 0")
+        if not 0.0 <= self.max_peak_load <= 1.0:
+            raise InputError(f"policy {self.name}", "max_peak_load must be in [0, 1]")
 
     @property
     def shares_gpus(self) -> bool:
@@ -105,15 +113,18 @@ def dedicated() -> ColocationPolicy:
 
 
 @COLOCATION.register("mps-fixed", aliases=("mps",))
-def mps_fixed(share: int = 50) -> ColocationPolicy:
+def mps_fixed(share: int = 50, max_peak_load: float = 1.0) -> ColocationPolicy:
     return ColocationPolicy(
-        "mps-fixed", Sharing.MPS, Matching.GREEDY, share=FixedShare(share)
+        "mps-fixed", Sharing.MPS, Matching.GREEDY, share=FixedShare(share),
+        max_peak_load=max_peak_load,
     )
 
 
 @COLOCATION.register("time-slicing", aliases=("ts", "timeslicing"))
-def time_slicing() -> ColocationPolicy:
-    return ColocationPolicy("time-slicing", Sharing.TIME_SLICING, Matching.GREEDY)
+def time_slicing(max_peak_load: float = 1.0) -> ColocationPolicy:
+    return ColocationPolicy(
+        "time-slicing", Sharing.TIME_SLICING, Matching.GREEDY, max_peak_load=max_peak_load
+    )
 
 
 @COLOCATION.register("muxflow")

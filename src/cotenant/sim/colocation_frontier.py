@@ -1,0 +1,105 @@
+"""Offline throughput against SLO violations: each sharing policy over its settings.
+
+A single run compares policies at whatever violation rate their defaults give: time slicing
+gets more offline work done than MuxFlow on a lightly loaded fleet, at many more missed SLOs.
+The fair question is how much offline work each policy delivers *at a given violation rate*.
+The static baselines have one lever each for fewer violations: share fewer GPUs (admit only
+services whose peak load is at most ``max_peak_load``) and, for fixed-split MPS, give the
+online side a bigger share. :func:`frontier` runs every setting on one workload and seed,
+:func:`pareto` keeps the settings no other setting of the same policy beats on both axes,
+and :func:`best_within` answers "the most offline work a policy gets at no more than this
+violation rate".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from cotenant.errors import InputError
+from cotenant.policies.colocation import COLOCATION, ColocationPolicy
+from cotenant.sim.colocation import ColocationConfig, ColocationRun, run_colocation
+from cotenant.sim.colocation_workload import ColocationWorkload
+
+DEFAULT_SHARES: tuple[int, ...] = (90, 75, 50, 25)
+DEFAULT_PEAKS: tuple[float, ...] = (0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    """One policy setting's totals."""
+
+    policy: str
+    setting: str
+    utilisation_pct: float
+    slo_violation_pct: float
+    offline_throughput: float
+
+    @classmethod
+    def of(cls, run: ColocationRun, setting: str) -> FrontierPoint:
+        s = run.summary()
+        return cls(
+            run.policy, setting, float(s["utilisation_pct"]),  # type: ignore[arg-type]
+            float(s["slo_violation_pct"]), float(s["offline_throughput"]),  # type: ignore[arg-type]
+        )
+
+
+def settings(
+    shares: Sequence[int] = DEFAULT_SHARES, peaks: Sequence[float] = DEFAULT_PEAKS
+) -> list[tuple[str, ColocationPolicy]]:
+    """Every (label, policy) the frontier runs: MuxFlow as it is, time slicing per admitted
+    peak, fixed-split MPS per online share and admitted peak."""
+    if not shares or not peaks:
+        raise InputError("frontier", "needs at least one share and one peak load")
+    out = [("default", COLOCATION.create("muxflow"))]
+    out += [(f"peak<={p:g}", COLOCATION.create("time-slicing", max_peak_load=p)) for p in peaks]
+    out += [
+        (f"share={s}% peak<={p:g}", COLOCATION.create("mps-fixed", share=s, max_peak_load=p))
+        for s in shares for p in peaks
+    ]
+    return out
+
+
+def frontier(
+    work: ColocationWorkload,
+    seed: int,
+    config: ColocationConfig | None = None,
+    shares: Sequence[int] = DEFAULT_SHARES,
+    peaks: Sequence[float] = DEFAULT_PEAKS,
+    on_run: Callable[[str, str], None] | None = None,
+) -> list[FrontierPoint]:
+    """Run every setting of :func:`settings` on ``work`` with ``seed``."""
+    points = []
+    for label, policy in settings(shares, peaks):
+        if on_run is not None:
+            on_run(policy.name, label)
+        run = run_colocation(work, policy, seed, config or ColocationConfig())
+        points.append(FrontierPoint.of(run, label))
+    return points
+
+
+def pareto(points: Sequence[FrontierPoint]) -> list[FrontierPoint]:
+    """Per policy, the points no other point of that policy dominates (fewer or equal
+    violations and more or equal throughput, one strictly), by rising violation rate."""
+    keep = []
+    for p in points:
+        beaten = any(
+            q.policy == p.policy
+            and q.slo_violation_pct <= p.slo_violation_pct
+            and q.offline_throughput >= p.offline_throughput
+            and (q.slo_violation_pct, q.offline_throughput)
+            != (p.slo_violation_pct, p.offline_throughput)
+            for q in points
+        )
+        if not beaten:
+            keep.append(p)
+    return sorted(keep, key=lambda p: (p.policy, p.slo_violation_pct, p.offline_throughput))
+
+
+def best_within(
+    points: Sequence[FrontierPoint], policy: str, max_violation_pct: float
+) -> FrontierPoint | None:
+    """The setting of ``policy`` with the most offline throughput among those violating the
+    SLO in at most ``max_violation_pct`` % of intervals; None when no setting does."""
+    ok = [p for p in points if p.policy == policy and p.slo_violation_pct <= max_violation_pct]
+    return max(ok, key=lambda p: p.offline_throughput, default=None)

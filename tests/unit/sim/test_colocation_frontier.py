@@ -1,0 +1,63 @@
+"""The throughput/violation frontier: settings run, Pareto filter, best within a budget."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cotenant.errors import InputError
+from cotenant.sim.colocation import run_colocation
+from cotenant.sim.colocation_frontier import (
+    FrontierPoint,
+    best_within,
+    frontier,
+    pareto,
+    settings,
+)
+from cotenant.sim.colocation_workload import synthetic_workload
+
+
+def _p(policy: str, setting: str, viol: float, tput: float) -> FrontierPoint:
+    return FrontierPoint(policy, setting, 50.0, viol, tput)
+
+
+def test_pareto_keeps_per_policy_the_points_nothing_beats_on_both_axes() -> None:
+    points = [
+        _p("ts", "a", 0.1, 0.2), _p("ts", "b", 0.5, 0.6), _p("ts", "c", 0.6, 0.5),
+        _p("ts", "d", 1.0, 0.9), _p("mps", "e", 0.2, 0.1), _p("mps", "f", 0.2, 0.3),
+    ]
+    kept = {p.setting for p in pareto(points)}
+    assert kept == {"a", "b", "d", "f"}  # c: b has fewer violations and more work; e: f
+
+
+def test_best_within_a_budget_picks_the_most_work_or_none() -> None:
+    points = [_p("ts", "a", 0.1, 0.2), _p("ts", "b", 0.5, 0.6), _p("ts", "d", 1.0, 0.9)]
+    best = best_within(points, "ts", 0.5)
+    assert best is not None
+    assert best.setting == "b"
+    assert best_within(points, "ts", 0.05) is None
+    assert best_within(points, "mps", 10.0) is None
+
+
+def test_settings_cover_muxflow_and_each_baseline_knob() -> None:
+    labels = [(policy.name, label) for label, policy in settings((80, 50), (0.5, 1.0))]
+    assert labels[0] == ("muxflow", "default")
+    assert sum(name == "time-slicing" for name, _ in labels) == 2
+    assert sum(name == "mps-fixed" for name, _ in labels) == 4
+    with pytest.raises(InputError, match="frontier"):
+        settings((), (1.0,))
+
+
+def test_frontier_points_are_the_runs_totals() -> None:
+    work = synthetic_workload(np.random.default_rng(5), gpus=60, intervals=90)
+    seen: list[tuple[str, str]] = []
+    points = frontier(work, 2, shares=(50,), peaks=(0.5, 1.0),
+                      on_run=lambda name, label: seen.append((name, label)))
+    assert [p.policy for p in points] == [name for name, _ in seen]
+    assert len(points) == 1 + 2 + 2
+    mux = run_colocation(work, "muxflow", 2).summary()
+    assert points[0].offline_throughput == mux["offline_throughput"]
+    assert points[0].slo_violation_pct == mux["slo_violation_pct"]
+    ts = {p.setting: p for p in points if p.policy == "time-slicing"}
+    # admitting fewer GPUs never adds offline work
+    assert ts["peak<=0.5"].offline_throughput <= ts["peak<=1"].offline_throughput
