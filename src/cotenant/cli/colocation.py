@@ -106,6 +106,9 @@ def colocation(
     }
     err = Console(stderr=True)
     if run_frontier:
+        if policy or mps_share != 50:
+            raise InputError("--frontier", "runs every policy setting itself",
+                             hint="leave out -p/--policy and --mps-share")
         _frontier(work, seed, config, settings_out, notes, json_out, out, err)
         return
     settings_out["mps-fixed online share (%)"] = mps_share
@@ -189,10 +192,10 @@ def _frontier(
 ) -> None:
     with _progress(err, json_out) as progress:
         task = progress.add_task("frontier", total=len(settings()))
+
         def advance(name: str, label: str) -> None:
-            return progress.update(
-                    task, advance=1, description=f"{name} {label}"
-                )
+            progress.update(task, advance=1, description=f"{name} {label}")
+
         points = frontier(work, seed, config, on_run=advance)
     notes.extend(_verdict(points))
     if json_out:

@@ -34,8 +34,11 @@ public artefact each number comes from) or is a fit to those numbers done here:
   scheduler stretches every online batch by :data:`TS_STRETCH`, the factor whose p99 at
   Tally's HP load 0.5 is Tally's 2.38x the solo p99 (solved at import). So a time-sliced
   service saturates at load ``1 / TS_STRETCH`` (about 0.71) and suffers less at low load. The
-  offline job runs while the online one does not: ``min(1, (1 - load) * 0.54 / 0.5)``, the
-  efficiency from Tally's BE throughput at HP load 0.5.
+  offline speed is fitted separately, to Tally's BE throughput at HP load 0.5:
+  ``min(1, (1 - load) * 0.54 / 0.5)``. The two fits do not share one time split (at load
+  0.5 they account for 71% + 54% of the GPU), and above load 0.71 the online p99 is
+  infinite while the offline job still progresses: an upper bound on time slicing's
+  offline work, which favours the baseline.
 * **Memory** (section 3, Tally ``single-job-perf.csv``): training footprints 9,615-18,129 MB,
   inference-server footprints 1,475 and 15,915 MB on a 40,960 MB GPU.
 """
@@ -61,10 +64,10 @@ MPS_LATENCY_MS: dict[str, tuple[float, ...]] = {
 }
 ONLINE_MODELS: tuple[str, ...] = tuple(MPS_LATENCY_MS)
 
-# MIGER online_result, same models: ms per batch-32 inference on 7g, 4g, 3g, 2g, 1g
-# (A100-80GB); None where the source reports an error.
 MIG_SM_FRACTION = (1.0, 56 / 98, 42 / 98, 28 / 98, 14 / 98)
 """SMs of each MIG slice relative to a 7g instance (calibration.md section 0)."""
+# MIGER online_result, same models: ms per batch-32 inference on 7g, 4g, 3g, 2g, 1g
+# (A100-80GB); None where the source reports an error.
 MIG_LATENCY_MS: dict[str, tuple[float | None, ...]] = {
     "resnet50": (14.8, 25.8, 30.0, 49.7, 97.7),
     "resnet152": (32.6, 55.7, 63.1, 105.6, None),

@@ -174,7 +174,7 @@ def run_colocation(
                     if pol.matching is Matching.MAX_WEIGHT else _uniform
                 )
                 mg, mj, unused = match_max_weight(
-                    gpus, room, partial(queue.take, t=t), weights,
+                    gpus, room, work.job_memory_mib, partial(queue.take, t=t), weights,
                     block=config.block, slack=config.slack,
                 )
                 queue.put_back(unused)

@@ -37,10 +37,10 @@ class FrontierPoint:
 
     @classmethod
     def of(cls, run: ColocationRun, setting: str) -> FrontierPoint:
-        s = run.summary()
+        """The run's means, unrounded (comparisons between settings use these)."""
         return cls(
-            run.policy, setting, float(s["utilisation_pct"]),  # type: ignore[arg-type]
-            float(s["slo_violation_pct"]), float(s["offline_throughput"]),  # type: ignore[arg-type]
+            run.policy, setting, 100.0 * float(run.utilisation.mean()),
+            100.0 * float(run.violation_rate.mean()), float(run.offline_throughput.mean()),
         )
 
 

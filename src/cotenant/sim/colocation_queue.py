@@ -5,7 +5,8 @@ small ones. Jobs are bucketed by their memory need rounded up to ``GRAIN_MIB`` (
 value is what must fit: conservative); each bucket keeps queue order, with jobs that come back
 (evicted, failed, put back unmatched) in a small side list ahead of the never-started ones.
 A job is offered only once it is ready (``ready[job] <= t``: arrived, and past any restart
-delay); never-started jobs are kept in index order, which the workload makes arrival order.
+delay); never-started jobs are kept in arrival order (``ready`` at construction), so the
+ones not yet arrived are always at the tail of their bucket.
 :meth:`JobQueue.take` offers the largest jobs that fit a given room first (best fit), so the
 cost of an offer is O(buckets + offered), not O(pending).
 """
@@ -26,7 +27,8 @@ class JobQueue:
     def __init__(self, need_mib: FloatArray, ready: IntArray) -> None:
         bound = np.ceil(need_mib / GRAIN_MIB) * GRAIN_MIB
         self.bounds, cls = np.unique(bound, return_inverse=True)
-        order = np.argsort(cls, kind="stable")
+        # each bucket in arrival order (then index), so the not-yet-arrived are at its tail
+        order = np.lexsort((np.arange(len(need_mib)), ready, cls))
         cuts = np.searchsorted(cls[order], np.arange(len(self.bounds) + 1))
         self._fresh = [order[cuts[c]:cuts[c + 1]].astype(np.int64)
                        for c in range(len(self.bounds))]

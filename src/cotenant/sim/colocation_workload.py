@@ -103,7 +103,7 @@ class ColocationWorkload:
     @property
     def peak_load(self) -> FloatArray:
         """Each online service's highest duty cycle over the horizon."""
-        return np.asarray(self.load[self.series].max(axis=1), dtype=np.float64)
+        return np.asarray(self.load.max(axis=1)[self.series], dtype=np.float64)
 
 
 def _gpu_memory(cluster: Cluster) -> FloatArray:
@@ -139,8 +139,8 @@ def build_workload(
     values = np.asarray(load.values, dtype=np.float64)
     if values.ndim != 2 or values.shape[0] == 0 or values.shape[1] == 0:
         raise InputError("load", "needs at least one series with at least one interval")
-    if not np.all(np.isfinite(values)) or values.min() < 0.0:
-        raise InputError("load", "duty cycles must be finite and >= 0")
+    if not np.all(np.isfinite(values)) or values.min() < 0.0 or values.max() > 1.0:
+        raise InputError("load", "duty cycles must be finite fractions in [0, 1]")
     if not (np.isfinite(load_scale) and load_scale > 0.0):
         raise InputError("--load-scale", f"{load_scale}; must be a number > 0")
     values = np.minimum(values * load_scale, 1.0)
@@ -189,7 +189,7 @@ def build_workload(
     horizon_s = values.shape[1] * load.interval_s
     work, mem, prof, arrival = _resample(
         jobs, rng, offline_demand * n * horizon_s, values.shape[1], int(load.interval_s),
-        arrivals == "spread", float(np.median(gpu_mem - on_mem)),
+        arrivals == "spread", float(np.median(gpu_mem - on_mem)), rejected,
     )
     return ColocationWorkload(
         gpu_memory_mib=gpu_mem, model=model, online_memory_mib=on_mem, slo_ms=slo,
@@ -231,15 +231,13 @@ def _resample(
     interval_s: int,
     spread: bool,
     typical_room_mib: float,
+    rejected: Counter[str],
 ) -> tuple[FloatArray, FloatArray, IntArray, IntArray]:
     """Every job once (shuffled), then draws with replacement until the work that can run
     within the horizon (each job's work capped at the time from its arrival to the end, and
     counted only if it fits ``typical_room_mib``) reaches ``target_s``; in arrival order."""
     work, mem, prof = jobs
     fits = (mem <= typical_room_mib).astype(np.float64)
-    idx = rng.permutation(len(work)).astype(np.int64)
-    if len(work) == 0 or target_s <= 0:
-        return work[idx], mem[idx], prof[idx], np.zeros(len(idx), dtype=np.int64)
     horizon_s = float(intervals * interval_s)
 
     def arrive(k: int) -> IntArray:
@@ -247,13 +245,15 @@ def _resample(
             return np.zeros(k, dtype=np.int64)
         return rng.integers(0, intervals, k).astype(np.int64)
 
+    idx = rng.permutation(len(work)).astype(np.int64)
     arrival = arrive(len(idx))
     done = float((fits[idx] * np.minimum(work[idx], horizon_s - arrival * interval_s)).sum())
     parts, times = [idx], [arrival]
-    while done < target_s:
-        if not fits.any():
-            break
-        k = max(1024, int(np.ceil((target_s - done) / float(work.mean()))))
+    per_draw = float(np.mean(fits * np.minimum(work, horizon_s))) if len(work) else 0.0
+    if target_s > done and per_draw <= 0.0:
+        rejected["offline demand unmet: no BE job fits the median GPU's room"] += 1
+    while target_s > done and per_draw > 0.0:
+        k = max(1024, int(np.ceil((target_s - done) / per_draw)))
         more = rng.integers(0, len(work), k).astype(np.int64)
         at = arrive(k)
         capped = fits[more] * np.minimum(work[more], horizon_s - at * interval_s)

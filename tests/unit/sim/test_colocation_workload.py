@@ -103,7 +103,8 @@ def test_offline_work_that_can_run_in_the_horizon_meets_the_demand(
                           offline_demand=2.0, arrivals=arrivals)
     horizon_s = work.intervals * work.interval_s
     runnable = np.minimum(work.job_work_s, horizon_s - work.job_arrival * work.interval_s)
-    assert runnable.sum() >= 2.0 * work.gpus * horizon_s
+    fits = work.job_memory_mib <= np.median(work.gpu_memory_mib - work.online_memory_mib)
+    assert runnable[fits].sum() >= 2.0 * work.gpus * horizon_s
     assert np.all(np.diff(work.job_arrival) >= 0)  # job order is arrival order
     assert work.job_arrival.min() >= 0
     assert work.job_arrival.max() < work.intervals
@@ -140,3 +141,14 @@ def test_queue_offers_never_started_jobs_only_once_they_have_arrived() -> None:
     assert len(queue.take(4000.0, 10, 1)) == 0
     assert list(queue.take(4000.0, 10, 3)) == [1, 2]
     assert list(queue.take(4000.0, 10, 5)) == [3]
+
+
+def test_demand_nothing_can_meet_is_counted(small_cluster: Cluster) -> None:
+    # 0.9-GPU BE pods need 14.7 GB: over the median room (16 GB GPUs), within the 32 GB ones
+    pods = _pods(4, 3, be_milli=900)
+    work = build_workload(small_cluster, pods, _load(np.full((2, 5), 0.1)),
+                          np.random.default_rng(2))
+    room = np.median(work.gpu_memory_mib - work.online_memory_mib)
+    assert np.all(work.job_memory_mib > room)
+    assert work.jobs == 3  # kept (they fit the large GPUs), not resampled
+    assert work.rejected["offline demand unmet: no BE job fits the median GPU's room"] == 1

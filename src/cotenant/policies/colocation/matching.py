@@ -11,9 +11,12 @@ or memory, so :func:`match_max_weight` decomposes it:
   migrated), so after the first interval the problem is small;
 * GPUs are sorted by the memory they can give, largest first, and cut into ``block`` sized
   groups; each group is matched with :func:`scipy.optimize.linear_sum_assignment` against
-  ``block + slack`` pending jobs the queue offers that fit *every* GPU of the group, so every
-  pair considered fits (the hard memory limit) and large jobs meet large rooms first. A
-  group costs O(block^2 (block + slack)), so an interval is linear in free GPUs.
+  ``block + slack`` pending jobs the queue offers that fit *every* GPU of the group, so large
+  jobs meet large rooms first. When those are too few (a group whose smallest room fits
+  almost nothing, or a small cluster in one group), the queue is asked again with the
+  group's largest room; a pair that does not fit gets a prohibitive weight and is dropped
+  if chosen, so every pair made fits (the hard memory limit). A group costs
+  O(block^2 (block + slack)), so an interval is linear in free GPUs.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 WeightFn = Callable[[IntArray, IntArray], FloatArray]
 """``weights(gpus, jobs)`` -> matrix (len(gpus), len(jobs)) of predicted speed sums."""
+_NO_FIT = -1e9
+"""Weight of a pair whose job does not fit the GPU (never kept)."""
 TakeFn = Callable[[float, int], IntArray]
 """``take(room, k)`` -> up to ``k`` pending jobs whose memory fits ``room`` (queue order)."""
 
@@ -35,14 +40,16 @@ TakeFn = Callable[[float, int], IntArray]
 def match_max_weight(
     gpus: IntArray,
     room_mib: FloatArray,
+    need_mib: FloatArray,
     take: TakeFn,
     weights: WeightFn,
     *,
     block: int = 64,
     slack: int = 16,
 ) -> tuple[IntArray, IntArray, IntArray]:
-    """Match ``gpus`` block by block with jobs offered by ``take(room, k)``; returns the
-    matched GPUs, their jobs, and the offered jobs left unmatched (to give back)."""
+    """Match ``gpus`` block by block with jobs offered by ``take(room, k)``; ``need_mib`` is
+    every job's memory. Returns the matched GPUs, their jobs, and the offered jobs left
+    unmatched (to give back)."""
     none = np.empty(0, np.int64)
     g_sorted = gpus[np.argsort(-room_mib[gpus], kind="stable")]
     out_g: list[IntArray] = []
@@ -51,10 +58,16 @@ def match_max_weight(
     for start in range(0, len(g_sorted), block):
         g_blk = g_sorted[start:start + block]
         offered = take(float(room_mib[g_blk[-1]]), len(g_blk) + slack)
+        if len(offered) < len(g_blk) and room_mib[g_blk[0]] > room_mib[g_blk[-1]]:
+            more = take(float(room_mib[g_blk[0]]), len(g_blk) - len(offered) + slack)
+            offered = np.concatenate([offered, more]).astype(np.int64)
         if len(offered) == 0:
             continue
-        w = np.asarray(weights(g_blk, offered), dtype=np.float64)
+        fits = need_mib[offered][None, :] <= room_mib[g_blk][:, None]
+        w = np.where(fits, np.asarray(weights(g_blk, offered), dtype=np.float64), _NO_FIT)
         rows, cols = linear_sum_assignment(w, maximize=True)
+        ok = fits[rows, cols]
+        rows, cols = rows[ok], cols[ok]
         out_g.append(g_blk[rows])
         out_j.append(offered[cols])
         left = np.ones(len(offered), dtype=bool)

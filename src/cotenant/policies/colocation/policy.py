@@ -73,9 +73,10 @@ class ColocationPolicy:
     quarantine: int = 30
     """Intervals a GPU takes no offline work after an XID error."""
     max_peak_load: float = 1.0
-    """Static admission: offline work joins only GPUs whose online service's peak load (its
-    history's highest duty cycle) is at most this; 1.0 admits every GPU. The knob a static
-    baseline has to trade offline work for fewer SLO violations."""
+    """Static admission: offline work joins only GPUs whose online service's peak load is at
+    most this; 1.0 admits every GPU. The knob a static baseline has to trade offline work for
+    fewer SLO violations. The simulator takes the peak over the whole run, future included:
+    foresight an operator would not have, which favours the baselines."""
     notes: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:

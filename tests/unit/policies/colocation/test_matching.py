@@ -26,7 +26,8 @@ def test_pairs_fit_and_unmatched_offers_come_back() -> None:
     need = np.array([4000.0, 100.0, 7000.0, 900.0, 150.0, 9000.0])
     pending, take = _taker(need)
     g, j, unused = match_max_weight(
-        np.arange(4), room, take, lambda a, b: np.ones((len(a), len(b))), block=2, slack=1
+        np.arange(4), room, need, take, lambda a, b: np.ones((len(a), len(b))), block=2,
+        slack=1,
     )
     assert np.all(need[j] <= room[g])
     assert len(set(g)) == len(g)
@@ -43,9 +44,23 @@ def test_a_single_block_is_the_exact_maximum_weight_matching() -> None:
     need = np.zeros(5)
     _, take = _taker(need)
     g, j, _ = match_max_weight(
-        np.arange(4), room, take, lambda a, b: w[np.ix_(a, b)], block=8, slack=4
+        np.arange(4), room, need, take, lambda a, b: w[np.ix_(a, b)], block=8, slack=4
     )
     best = max(
         sum(w[r, c] for r, c in enumerate(perm)) for perm in itertools.permutations(range(5), 4)
     )
     assert np.isclose(w[g, j].sum(), best)
+
+
+def test_a_tiny_room_does_not_starve_the_rest_of_its_block() -> None:
+    # one GPU can take almost nothing; the others must still get jobs in the same block
+    room = np.array([9000.0, 9000.0, 9000.0, 50.0])
+    need = np.array([4000.0, 3000.0, 5000.0, 2000.0])
+    pending, take = _taker(need)
+    g, j, unused = match_max_weight(
+        np.arange(4), room, need, take, lambda a, b: np.ones((len(a), len(b))), block=8,
+        slack=2,
+    )
+    assert sorted(g) == [0, 1, 2]
+    assert np.all(need[j] <= room[g])
+    assert len(unused) + len(pending) == 1
