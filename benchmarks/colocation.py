@@ -27,6 +27,7 @@ import platform
 import resource
 import time
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -39,8 +40,8 @@ from cotenant.sim.colocation_workload import (
     build_workload,
     synthetic_workload,
 )
-from cotenant.traces.genai import load_duty_cycles
-from cotenant.traces.source import load_workload
+from cotenant.traces.genai import LoadSeries, load_duty_cycles
+from cotenant.traces.source import Workload, load_workload
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 PODS = SHARED / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
@@ -108,9 +109,14 @@ def sensitivity(seed: int) -> list[dict[str, object]]:
     return rows
 
 
+@cache
+def _real_inputs() -> tuple[Workload, LoadSeries]:
+    """The openb pods and the GenAI duty cycles, read once per process."""
+    return load_workload(PODS), load_duty_cycles(LOAD)[0]
+
+
 def _real_workload(seed: int, load_scale: float = 1.0) -> ColocationWorkload:
-    source = load_workload(PODS)
-    series, _ = load_duty_cycles(LOAD)
+    source, series = _real_inputs()
     return build_workload(
         source.cluster, source.pods, series, np.random.default_rng(seed), intervals=1440,
         load_scale=load_scale,

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+from scipy.optimize import brentq
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -212,12 +213,13 @@ def _solve_ts_stretch() -> float:
     """The batch stretch whose p99 at Tally's HP load is Tally's time-slicing p99 ratio."""
     load = np.array([TALLY_HP_LOAD])
     solo = float(p99_ms(load, np.ones(1), 0.0, 1.0)[0])
-    lo, hi = 1.0, 1.0 / TALLY_HP_LOAD
-    for _ in range(60):
-        mid = (lo + hi) / 2.0
-        ratio = float(p99_ms(load, np.ones(1), 0.0, 1.0, mid)[0]) / solo
-        lo, hi = (mid, hi) if ratio < P99_RATIO["time-slicing"] else (lo, mid)
-    return (lo + hi) / 2.0
+
+    def excess(stretch: float) -> float:
+        ratio = float(p99_ms(load, np.ones(1), 0.0, 1.0, stretch)[0]) / solo
+        return ratio - P99_RATIO["time-slicing"]
+
+    # the ratio rises from 1 at no stretch to infinity where the queue saturates
+    return float(brentq(excess, 1.0, (1.0 - 1e-9) / TALLY_HP_LOAD))
 
 
 TS_STRETCH: float = _solve_ts_stretch()
