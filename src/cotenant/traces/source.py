@@ -44,6 +44,9 @@ def load_workload(
     """Pods and nodes from openb CSVs when ``pods`` is given (nodes default to the GPU node
     list beside it), else drawn from fitted synthetic parameters with ``seed``."""
     if pods is not None:
+        if not pods.is_file():
+            raise InputError(str(pods), "no such pod list file",
+                             hint="check the path (../shared/data is beside the repository)")
         if nodes is None:
             nodes = pods.parent / DEFAULT_NODE_LIST
             if not nodes.exists():

@@ -119,6 +119,17 @@ def test_pods_without_node_list_hints_at_nodes(
     assert "--nodes" in line
 
 
+def test_missing_pod_list_says_so_not_the_node_list(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    missing = tmp_path / "nowhere" / "pods.csv"
+    code, _, err = run(capsys, "simulate", "--pods", str(missing))
+    assert code == 2
+    assert "no such pod list file" in err
+    assert str(missing) in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_report_at_beyond_demand(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(
         capsys,
