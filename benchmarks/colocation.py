@@ -1,14 +1,16 @@
 """Benchmark: online/offline co-location (issue 3), the real run and the scale run.
 
 * ``real``: the openb GPU nodes with the default pod list's LS pods (online) and BE pods
-  (offline), the GenAI per-pod duty cycles as online load, 24 simulated hours at 1 minute,
+  (offline), the GenAI per-pod duty cycles as online load and their memory used over time
+  (as a fraction of each pod's peak) shaping online memory, 24 simulated hours at 1 minute,
   the four policies; checks the issue's targets (MuxFlow >= 3x dedicated utilisation, SLO
   violations < 1% of intervals, more offline throughput than mps-fixed and time slicing).
   Needs ``../shared/data``.
 * ``scale``: 20,000 synthetic online GPUs x 24 h x 1 min, MuxFlow (the matching is the hot
   path), wall time against the 60 s target.
 * ``frontier``: the real run's workload, MuxFlow and every setting of the static baselines
-  (online share, admitted peak load): offline throughput against SLO violations.
+  (online share, admitted peak load, memory limit): offline throughput against SLO
+  violations.
 * ``sweep``: the real run with the duty cycles scaled by 1-4x (a busier online fleet).
 
     .venv/bin/python benchmarks/colocation.py            # real + scale
@@ -40,18 +42,18 @@ from cotenant.sim.colocation_workload import (
     build_workload,
     synthetic_workload,
 )
-from cotenant.traces.genai import LoadSeries, load_duty_cycles
+from cotenant.traces.genai import LoadReport, LoadSeries, load_duty_cycles
 from cotenant.traces.source import Workload, load_workload
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 PODS = SHARED / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
 LOAD = SHARED / "alibaba-genai-v2026" / "pod_gpu_duty_cycle_anon.tar.gz"
+MEMORY = SHARED / "alibaba-genai-v2026" / "pod_gpu_memory_used_bytes_anon.tar.gz"
 POLICIES = ("dedicated", "mps-fixed", "time-slicing", "muxflow")
 
 
 def real(seed: int) -> dict[str, object]:
-    source = load_workload(PODS)
-    series, report = load_duty_cycles(LOAD)
+    source, (series, report) = _real_inputs()
     started = time.perf_counter()
     work = build_workload(
         source.cluster, source.pods, series, np.random.default_rng(seed), intervals=1440,
@@ -84,7 +86,7 @@ def real(seed: int) -> dict[str, object]:
         "offline_jobs": work.jobs,
         "rejected": work.rejected,
         "load": {"kept": report.series_kept, "read": report.series_read,
-                 "rejected": report.rejected},
+                 "rejected": report.rejected, "memory_missing": report.memory_missing},
         "policies": rows,
         "targets": targets,
         "total_wall_s": round(time.perf_counter() - started, 2),
@@ -110,13 +112,13 @@ def sensitivity(seed: int) -> list[dict[str, object]]:
 
 
 @cache
-def _real_inputs() -> tuple[Workload, LoadSeries]:
-    """The openb pods and the GenAI duty cycles, read once per process."""
-    return load_workload(PODS), load_duty_cycles(LOAD)[0]
+def _real_inputs() -> tuple[Workload, tuple[LoadSeries, LoadReport]]:
+    """The openb pods and the GenAI duty cycles with memory over time, read once per process."""
+    return load_workload(PODS), load_duty_cycles(LOAD, memory_path=MEMORY)
 
 
 def _real_workload(seed: int, load_scale: float = 1.0) -> ColocationWorkload:
-    source, series = _real_inputs()
+    source, (series, _) = _real_inputs()
     return build_workload(
         source.cluster, source.pods, series, np.random.default_rng(seed), intervals=1440,
         load_scale=load_scale,
@@ -155,7 +157,7 @@ def sweep(seed: int) -> list[dict[str, object]]:
             rows.append({
                 "load_scale": k, "mean_duty": round(float(work.load[work.series].mean()), 3),
                 **{f: s[f] for f in ("policy", "utilisation_pct", "slo_violation_pct",
-                                     "offline_throughput")},
+                                     "online_oom_intervals", "offline_throughput")},
             })
     return rows
 

@@ -50,6 +50,11 @@ def colocation(
         Path | None,
         typer.Option("--load", help="GenAI duty-cycle file (default: synthetic duty cycles)"),
     ] = None,
+    memory: Annotated[
+        Path | None,
+        typer.Option("--memory", help="GenAI memory-used file: online memory over time "
+                     "(needs --load; default with --load: memory constant at its peak)"),
+    ] = None,
     policy: Annotated[
         list[str] | None,
         typer.Option("--policy", "-p", help="co-location policy, repeatable (default: all four)"),
@@ -91,7 +96,7 @@ def colocation(
     names = [COLOCATION.canonical(n) for n in (policy or COLOCATION_POLICIES)]
     rng = np.random.default_rng(seed)
     notes: list[str] = []
-    work = _workload(pods, nodes, load, rng, hours, gpus, offline_demand, arrivals,
+    work = _workload(pods, nodes, load, memory, rng, hours, gpus, offline_demand, arrivals,
                      load_scale, slo_headroom, notes)
     config = ColocationConfig(faults=FaultRates().scaled(fault_scale))
     settings_out: dict[str, object] = {
@@ -154,16 +159,24 @@ def _progress(err: Console, json_out: bool) -> Progress:
 
 
 def _workload(
-    pods: Path | None, nodes: Path | None, load: Path | None, rng: np.random.Generator,
+    pods: Path | None, nodes: Path | None, load: Path | None, memory: Path | None,
+    rng: np.random.Generator,
     hours: float, gpus: int, offline_demand: float, arrivals: str, load_scale: float,
     slo_headroom: float, notes: list[str],
 ) -> ColocationWorkload:
     series = None
+    if memory is not None and load is None:
+        raise InputError("--memory", "--memory needs --load (the duty cycles it goes with)")
     if load is not None:
-        series, report = load_duty_cycles(load)
+        series, report = load_duty_cycles(load, memory_path=memory)
         notes.append(
             f"load: {report.series_kept} of {report.series_read} series kept, rejected "
             f"{report.rejected or 'none'}, {report.filled_points} points filled"
+        )
+        notes.append(
+            "online memory: constant at its peak (no --memory)" if memory is None else
+            f"online memory over time from {memory.name}; {report.memory_missing} series "
+            "without memory samples held at their peak"
         )
     interval_s = series.interval_s if series is not None else 60
     intervals = max(1, round(hours * 3600 / interval_s))

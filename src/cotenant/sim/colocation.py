@@ -6,7 +6,9 @@ Per interval, in order:
 
 1. free GPUs (no offline job, not quarantined, admitted by the policy's ``max_peak_load``;
    for MuxFlow also with room at the observed load) are matched with the jobs that have
-   arrived (:mod:`cotenant.policies.colocation.matching`);
+   arrived (:mod:`cotenant.policies.colocation.matching`), a job fitting the GPU's memory
+   less the online *peak* under a hard memory limit (MuxFlow), else the memory free in the
+   previous interval;
 2. shares are decided on the load *observed in the previous interval* (a new pair starts at
    the needed share);
 3. the interval runs at the *current* load: online p99 (``cotenant.perf.mps``) with the true
@@ -19,7 +21,11 @@ Per interval, in order:
    ``guard_threshold * SLO`` it throttles (raises the online share to what the current load
    needs), or evicts the offline job if that share is above ``evict_above``. It reacts within
    ``guard_reaction_s`` (an assumption, 0.5 s): when that is under 1% of the interval the
-   interval's p99 is the one after the action, else the one before.
+   interval's p99 is the one after the action, else the one before;
+5. without a memory limit, a GPU whose online memory (``ColocationWorkload.online_memory_at``)
+   plus its offline job's exceeds the GPU is out of memory: the online service's allocation
+   fails and it serves nothing that interval (an SLO violation, counted in ``online_ooms``);
+   nothing frees the offline job's memory, so it goes on running.
 
 Metrics: GPU utilisation as nvidia-smi reports it (share of time any kernel runs) is
 ``1 - (1 - online busy) (1 - offline busy)``, online busy being its load over its speed at its
@@ -88,6 +94,8 @@ class ColocationRun:
     throttles: int
     evictions: int
     faults: dict[str, int]
+    online_ooms: int = 0
+    """GPU-intervals in which the online service ran out of memory."""
 
     def summary(self) -> dict[str, object]:
         """Totals and means over the run, JSON-ready."""
@@ -105,6 +113,7 @@ class ColocationRun:
             "jct_mean_min": round(self.jct_mean_min, 1),
             "throttles": self.throttles,
             "evictions": self.evictions,
+            "online_oom_intervals": self.online_ooms,
             "faults": dict(sorted(self.faults.items())),
         }
 
@@ -140,7 +149,8 @@ def run_colocation(
     chosen = predictor if predictor is not None else default_predictor()
     rng = np.random.default_rng(seed)
     n, steps = work.gpus, work.intervals
-    room = work.gpu_memory_mib - work.online_memory_mib
+    room_peak = work.gpu_memory_mib - work.online_memory_mib
+    seen_mem = work.online_memory_at(0)
     serial, l100 = mps.ONLINE_SERIAL[work.model], mps.ONLINE_L100[work.model]
     share = np.full(n, 100, dtype=np.int64)
     job_on = np.full(n, -1, dtype=np.int64)
@@ -154,11 +164,13 @@ def run_colocation(
     running = np.zeros(steps, dtype=np.int64)
     served = np.zeros(steps, dtype=np.int64)
     faults: Counter[str] = Counter()
-    throttles = evictions = 0
+    throttles = evictions = ooms = 0
     prev_load = work.load[work.series, 0]
     admitted = work.peak_load <= pol.max_peak_load
     for t in range(steps):
         load = work.load[work.series, t]
+        on_mem = work.online_memory_at(t)
+        room = room_peak if pol.memory_limit else work.gpu_memory_mib - seen_mem
         need_obs = (
             pol.share.needed(work.model, prev_load, work.slo_ms)
             if pol.share is not None else share
@@ -228,19 +240,23 @@ def run_colocation(
         out["util"][t] = np.mean(1.0 - (1.0 - on_busy) * (1.0 - off_busy))
         out["sm"][t] = np.mean(np.minimum(sm, 1.0))
         job_mem = work.job_memory_mib[job_on] if work.jobs else np.zeros(n)
-        used = work.online_memory_mib + np.where(on, job_mem, 0.0)
+        used = on_mem + np.where(on, job_mem, 0.0)
+        oom = (used > work.gpu_memory_mib) if not pol.memory_limit else np.zeros(n, bool)
+        ooms += int(oom.sum())
+        used = np.minimum(used, work.gpu_memory_mib)
         out["mem"][t] = float(used.sum() / work.gpu_memory_mib.sum())
         # faults: outcome per GPU, progress lost where the job died without a checkpoint
         result = handle_faults(pol, rng, config.faults, on, t, job_on, failures, ready)
         for key, count in result.counts.items():
             faults[key] += count
-        over = over | result.online_down
+        down = result.online_down | oom
+        over = over | down
         out["viol"][t] = np.mean(over)
         out["ratio"][t] = np.median(np.minimum(p99 / work.slo_ms, 10.0))
         rate = np.where(result.lost, 0.0, rate)
         out["tput"][t] = float(rate.sum() / n)
         running[t] = int(on.sum())
-        served[t] = n - int(result.online_down.sum())
+        served[t] = n - int(down.sum())
         idx = np.flatnonzero(on)
         remaining[job_on[idx]] -= rate[idx] * work.interval_s
         done = idx[remaining[job_on[idx]] <= 0.0]
@@ -255,6 +271,7 @@ def run_colocation(
         share = np.where(job_on >= 0, share, 100).astype(np.int64)
         lo = max(0, t + 1 - pol.load_window)
         prev_load = work.load[work.series, lo:t + 1].max(axis=1)
+        seen_mem = on_mem
         if on_interval is not None:
             on_interval(IntervalState(t, share.copy(), job_on.copy(), used, served[t]))
     ended = finish >= 0
@@ -267,5 +284,5 @@ def run_colocation(
         sm_activity=out["sm"], memory_used=out["mem"], violation_rate=out["viol"],
         p99_over_slo=out["ratio"], offline_throughput=out["tput"], running=running,
         online_served=served, gpus=n, jobs_completed=int(ended.sum()), jct_mean_min=jct,
-        throttles=throttles, evictions=evictions, faults=dict(faults),
+        throttles=throttles, evictions=evictions, faults=dict(faults), online_ooms=ooms,
     )

@@ -3,12 +3,13 @@
 A single run compares policies at whatever violation rate their defaults give: time slicing
 gets more offline work done than MuxFlow on a lightly loaded fleet, at many more missed SLOs.
 The fair question is how much offline work each policy delivers *at a given violation rate*.
-The static baselines have one lever each for fewer violations: share fewer GPUs (admit only
-services whose peak load is at most ``max_peak_load``) and, for fixed-split MPS, give the
-online side a bigger share. :func:`frontier` runs every setting on one workload and seed,
-:func:`pareto` keeps the settings no other setting of the same policy beats on both axes,
-and :func:`best_within` answers "the most offline work a policy gets at no more than this
-violation rate".
+The static baselines have levers for fewer violations: share fewer GPUs (admit only services
+whose peak load is at most ``max_peak_load``), place offline jobs under a hard memory limit
+below the online peak (``memory_limit``: no online out-of-memory, fewer GPUs with room) and,
+for fixed-split MPS, give the online side a bigger share. :func:`frontier` runs every
+setting on one workload and seed, :func:`pareto` keeps the settings no other setting of the
+same policy beats on both axes, and :func:`best_within` answers "the most offline work a
+policy gets at no more than this violation rate".
 """
 
 from __future__ import annotations
@@ -47,16 +48,24 @@ class FrontierPoint:
 def settings(
     shares: Sequence[int] = DEFAULT_SHARES, peaks: Sequence[float] = DEFAULT_PEAKS
 ) -> list[tuple[str, ColocationPolicy]]:
-    """Every (label, policy) the frontier runs: MuxFlow as it is, time slicing per admitted
-    peak, fixed-split MPS per online share and admitted peak."""
+    """Every (label, policy) the frontier runs: MuxFlow as it is; time slicing per admitted
+    peak, and fixed-split MPS per online share and admitted peak, each without and with a
+    memory limit."""
     if not shares or not peaks:
         raise InputError("frontier", "needs at least one share and one peak load")
     out = [("default", COLOCATION.create("muxflow"))]
-    out += [(f"peak<={p:g}", COLOCATION.create("time-slicing", max_peak_load=p)) for p in peaks]
-    out += [
-        (f"share={s}% peak<={p:g}", COLOCATION.create("mps-fixed", share=s, max_peak_load=p))
-        for s in shares for p in peaks
-    ]
+    for lim in (False, True):
+        tag = " mem-limit" if lim else ""
+        out += [
+            (f"peak<={p:g}{tag}",
+             COLOCATION.create("time-slicing", max_peak_load=p, memory_limit=lim))
+            for p in peaks
+        ]
+        out += [
+            (f"share={s}% peak<={p:g}{tag}",
+             COLOCATION.create("mps-fixed", share=s, max_peak_load=p, memory_limit=lim))
+            for s in shares for p in peaks
+        ]
     return out
 
 

@@ -10,7 +10,10 @@
   memory footprint (``gpu_milli``'s share of the GPU for a fractional pod, else Tally's mean
   inference-server fraction; the load's own peak memory only with ``use_load_memory``: the
   GenAI pods ran on GPUs the trace does not name and peak near 40 GiB, more than most openb
-  GPUs hold), and an
+  GPUs hold). That footprint is the service's *peak*; with a memory profile on the load
+  (``memory_over_time``, the GenAI memory series as a fraction of each pod's own peak, or its
+  synthetic twin) the memory it uses at ``t`` is the footprint times the profile of its
+  series (a series without memory samples stays at its peak). And an
   SLO: ``slo_headroom`` times its p99 alone on the whole GPU at its peak load (capped at 0.9),
   so the dedicated deployment meets it.
 * **Offline jobs**: one per GPU of each openb ``BE`` pod with a lifetime; work is the lifetime
@@ -45,6 +48,7 @@ from cotenant.errors import InputError
 from cotenant.model.cluster import Cluster
 from cotenant.model.workload import MILLI_PER_GPU, Pod, Qos
 from cotenant.perf import mps
+from cotenant.sim.colocation_jobs import offline_jobs, resample_jobs
 from cotenant.traces.genai import synthetic_duty_cycles
 from cotenant.traces.synthetic import default_params, generate_nodes, generate_pods
 
@@ -68,6 +72,8 @@ class DutyCycles(Protocol):
     def values(self) -> npt.NDArray[np.float64]: ...
     @property
     def memory_mib(self) -> npt.NDArray[np.float64] | None: ...
+    @property
+    def memory_profile(self) -> npt.NDArray[np.float64] | None: ...
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,8 @@ class ColocationWorkload:
     job_arrival: IntArray  # interval at which each job joins the queue (non-decreasing)
     description: str
     rejected: dict[str, int] = field(default_factory=dict)
+    memory_profile: FloatArray | None = None
+    """(n_series, n_intervals) online memory used as a fraction of its peak; None: constant."""
 
     @property
     def gpus(self) -> int:
@@ -99,6 +107,14 @@ class ColocationWorkload:
     @property
     def intervals(self) -> int:
         return int(self.load.shape[1])
+
+    def online_memory_at(self, t: int) -> FloatArray:
+        """Memory (MiB) each online service uses in interval ``t``; at most its peak."""
+        if self.memory_profile is None:
+            return self.online_memory_mib
+        return np.asarray(
+            self.online_memory_mib * self.memory_profile[self.series, t], dtype=np.float64
+        )
 
     @property
     def peak_load(self) -> FloatArray:
@@ -121,6 +137,19 @@ def _series_memory(load: DutyCycles) -> FloatArray | None:
     return np.nanmax(m, axis=1) if m.ndim == 2 else m
 
 
+def _memory_profile(load: DutyCycles, shape: tuple[int, ...]) -> FloatArray | None:
+    """The load's memory profile, checked; a row without samples (NaN) stays at its peak."""
+    if load.memory_profile is None:
+        return None
+    prof = np.asarray(load.memory_profile, dtype=np.float64)
+    if prof.shape != shape:
+        raise InputError("load memory profile", f"shape {prof.shape}; the load has {shape}")
+    prof = np.where(np.isnan(prof).all(axis=1, keepdims=True), 1.0, prof)
+    if not np.all(np.isfinite(prof)) or prof.min() < 0.0 or prof.max() > 1.0:
+        raise InputError("load memory profile", "must be finite fractions of the peak in [0, 1]")
+    return prof
+
+
 def build_workload(
     cluster: Cluster,
     pods: Sequence[Pod],
@@ -131,6 +160,7 @@ def build_workload(
     offline_demand: float = 2.0,
     slo_headroom: float = 1.5,
     use_load_memory: bool = False,
+    memory_over_time: bool = True,
     arrivals: str = "spread",
     load_scale: float = 1.0,
     description: str = "",
@@ -144,11 +174,14 @@ def build_workload(
     if not (np.isfinite(load_scale) and load_scale > 0.0):
         raise InputError("--load-scale", f"{load_scale}; must be a number > 0")
     values = np.minimum(values * load_scale, 1.0)
+    profile = _memory_profile(load, values.shape) if memory_over_time else None
     if intervals is not None:
         if intervals < 1:
             raise InputError("--hours", "the horizon must hold at least one interval")
         reps = -(-intervals // values.shape[1])
         values = np.tile(values, (1, reps))[:, :intervals]
+        if profile is not None:
+            profile = np.tile(profile, (1, reps))[:, :intervals]
     if offline_demand < 0 or slo_headroom <= 1.0:
         raise InputError("workload", "offline_demand must be >= 0 and slo_headroom > 1")
     if arrivals not in ARRIVALS:
@@ -185,9 +218,9 @@ def build_workload(
     slo = slo_headroom * mps.p99_ms(
         peak, np.ones(n), mps.ONLINE_SERIAL[model], mps.ONLINE_L100[model]
     )
-    jobs = _offline_jobs(pods, rng, float((gpu_mem - on_mem).max()), rejected)
+    jobs = offline_jobs(pods, rng, float((gpu_mem - on_mem).max()), rejected)
     horizon_s = values.shape[1] * load.interval_s
-    work, mem, prof, arrival = _resample(
+    work, mem, prof, arrival = resample_jobs(
         jobs, rng, offline_demand * n * horizon_s, values.shape[1], int(load.interval_s),
         arrivals == "spread", float(np.median(gpu_mem - on_mem)), rejected,
     )
@@ -195,76 +228,8 @@ def build_workload(
         gpu_memory_mib=gpu_mem, model=model, online_memory_mib=on_mem, slo_ms=slo,
         series=series, load=values, interval_s=int(load.interval_s),
         job_memory_mib=mem, job_work_s=work, job_profile=prof, job_arrival=arrival,
-        description=description, rejected=dict(rejected),
+        description=description, rejected=dict(rejected), memory_profile=profile,
     )
-
-
-def _offline_jobs(
-    pods: Sequence[Pod], rng: np.random.Generator, max_gpu_mib: float, rejected: Counter[str]
-) -> tuple[FloatArray, FloatArray, IntArray]:
-    work, mem = [], []
-    for pod in pods:
-        if pod.qos is not Qos.BE or pod.shape.num_gpu == 0:
-            continue
-        life = pod.duration
-        if life is None or life <= 0:
-            rejected["offline pod without a lifetime"] += pod.shape.num_gpu
-            continue
-        share = pod.shape.gpu_milli / MILLI_PER_GPU if pod.shape.fractional else 1.0
-        for _ in range(pod.shape.num_gpu):
-            work.append(life * share)
-            mem.append(share * REFERENCE_GPU_MIB if share < 1.0 else np.nan)
-    mem_arr = np.array(mem, dtype=np.float64)
-    prof = rng.integers(0, len(mps.TRAINING_MEMORY_MB), len(mem_arr)).astype(np.int64)
-    mem_arr = np.where(np.isnan(mem_arr), np.asarray(mps.TRAINING_MEMORY_MB)[prof], mem_arr)
-    fits = mem_arr <= max_gpu_mib
-    if (~fits).any():
-        rejected["offline job: memory exceeds the room of every GPU"] += int((~fits).sum())
-    return np.array(work, dtype=np.float64)[fits], mem_arr[fits], prof[fits]
-
-
-def _resample(
-    jobs: tuple[FloatArray, FloatArray, IntArray],
-    rng: np.random.Generator,
-    target_s: float,
-    intervals: int,
-    interval_s: int,
-    spread: bool,
-    typical_room_mib: float,
-    rejected: Counter[str],
-) -> tuple[FloatArray, FloatArray, IntArray, IntArray]:
-    """Every job once (shuffled), then draws with replacement until the work that can run
-    within the horizon (each job's work capped at the time from its arrival to the end, and
-    counted only if it fits ``typical_room_mib``) reaches ``target_s``; in arrival order."""
-    work, mem, prof = jobs
-    fits = (mem <= typical_room_mib).astype(np.float64)
-    horizon_s = float(intervals * interval_s)
-
-    def arrive(k: int) -> IntArray:
-        if not spread:
-            return np.zeros(k, dtype=np.int64)
-        return rng.integers(0, intervals, k).astype(np.int64)
-
-    idx = rng.permutation(len(work)).astype(np.int64)
-    arrival = arrive(len(idx))
-    done = float((fits[idx] * np.minimum(work[idx], horizon_s - arrival * interval_s)).sum())
-    parts, times = [idx], [arrival]
-    per_draw = float(np.mean(fits * np.minimum(work, horizon_s))) if len(work) else 0.0
-    if target_s > done and per_draw <= 0.0:
-        rejected["offline demand unmet: no BE job fits the median GPU's room"] += 1
-    while target_s > done and per_draw > 0.0:
-        k = max(1024, int(np.ceil((target_s - done) / per_draw)))
-        more = rng.integers(0, len(work), k).astype(np.int64)
-        at = arrive(k)
-        capped = fits[more] * np.minimum(work[more], horizon_s - at * interval_s)
-        take = int(np.searchsorted(np.cumsum(capped), target_s - done)) + 1
-        parts.append(more[:take])
-        times.append(at[:take])
-        done += float(capped[:take].sum())
-    idx, arrival = np.concatenate(parts), np.concatenate(times)
-    order = np.argsort(arrival, kind="stable")
-    idx, arrival = idx[order], arrival[order]
-    return work[idx], mem[idx], prof[idx], arrival
 
 
 def synthetic_workload(

@@ -24,6 +24,12 @@ Every series is resampled onto one grid: the union time span of all series, step
   ``rejected["covers under N% of the grid"]``. In the real trace these are pods that lived
   only part of the day.
 
+Memory (``memory_path``): each kept series' memory samples are resampled onto the same grid
+by the same rules and divided by the series' peak (its largest sample), giving
+``memory_profile``, the memory used over time as a fraction of the peak; ``memory_mib`` holds
+the peak. A kept series without memory samples (or whose memory is always 0) gets a NaN peak
+and a NaN profile row, counted in ``LoadReport.memory_missing``.
+
 Malformed rows (non-numeric, NaN, negative, a duty cycle over 100, an empty container id, a
 repeated timestamp for one container) stop the load with an :class:`InputError` naming
 ``file:line:column`` and the rule. Rows may come in any order.
@@ -75,6 +81,7 @@ class LoadReport:
     rows_read: int
     held_points: int = 0  # grid points held at the series' mean (long gaps, outside span)
     long_gaps: int = 0  # gaps longer than max_gap_intervals in kept series
+    memory_missing: int = 0  # kept series with no (or only zero) memory samples
 
 
 Samples = dict[str, tuple[np.ndarray, np.ndarray]]
@@ -212,9 +219,15 @@ def load_duty_cycles(
         filled += r.filled
         held += r.held
         long_gaps += r.long_gaps
-    memory = None if memory_path is None else _peak_memory_mib(Path(memory_path), kept)
+    peak = profile = None
+    missing = 0
+    if memory_path is not None:
+        peak, profile = _memory(Path(memory_path), kept, grid, interval_s, max_gap_intervals)
+        missing = int(np.isnan(peak).sum())
     table = np.vstack(rows) if rows else np.zeros((0, len(grid)))
-    series = LoadSeries(tuple(kept), interval_s, float(start), np.clip(table, 0.0, 1.0), memory)
+    series = LoadSeries(
+        tuple(kept), interval_s, float(start), np.clip(table, 0.0, 1.0), peak, profile
+    )
     report = LoadReport(
         series_read=len(samples),
         series_kept=len(kept),
@@ -223,13 +236,24 @@ def load_duty_cycles(
         rows_read=rows_read,
         held_points=held,
         long_gaps=long_gaps,
+        memory_missing=missing,
     )
     return series, report
 
 
-def _peak_memory_mib(path: Path, names: list[str]) -> np.ndarray:
-    """Peak memory used (MiB) per container of ``names``; NaN where the file has none."""
+def _memory(
+    path: Path, names: list[str], grid: np.ndarray, interval_s: int, max_gap: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Peak memory used (MiB) per container of ``names`` and its use over the grid as a
+    fraction of that peak; NaN (peak and row) where the file has no non-zero samples."""
     samples, _ = _read(path, MEMORY_COLUMNS, _bytes_rule)
-    return np.array(
-        [samples[n][1].max() / MIB if n in samples else math.nan for n in names], dtype=np.float64
-    )
+    peak = np.full(len(names), math.nan)
+    profile = np.full((len(names), len(grid)), math.nan)
+    for i, name in enumerate(names):
+        if name not in samples or samples[name][1].max() <= 0:
+            continue
+        times, values = samples[name]
+        peak[i] = values.max() / MIB
+        r = _resample(times, values, grid, interval_s, max_gap)
+        profile[i] = np.clip(r.values / values.max(), 0.0, 1.0)
+    return peak, profile

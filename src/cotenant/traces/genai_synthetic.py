@@ -20,7 +20,12 @@ on disk, at any scale. The generator is deliberately simple; what it reproduces,
   generated series have the real pooled lag-1 autocorrelation (of deviations from each
   series' mean), generated with a fixed seed so the fit is deterministic;
 * **memory**: peak memory per series drawn from the quantiles of the real peaks, when fitted
-  with the memory file.
+  with the memory file; and memory used over time as a fraction of that peak, a Gaussian
+  copula: a latent AR(1) series (its coefficient the pooled lag-1 autocorrelation of the real
+  profiles' normal scores) mapped through the 101 quantiles of the real profile values, each
+  series then divided by its own maximum so its peak is 1. (The real profiles sit at a median
+  62% of their peak, reach it in bursts, and correlate weakly and negatively with the duty
+  cycle; the generator keeps memory and duty independent.)
 
 Values are clipped to [0, 1].
 The parameters ship as ``params/genai_default.json`` (``cotenant trace genai PATH --out``
@@ -37,6 +42,7 @@ from importlib import resources
 import numpy as np
 from scipy.signal import lfilter
 from scipy.special import ndtr, ndtri
+from scipy.stats import rankdata
 
 from cotenant.errors import InputError
 from cotenant.traces.series import LoadSeries
@@ -63,6 +69,8 @@ class GenaiParams:
     diurnal: list[float]  # 24 hourly multipliers, mean 1
     mean_duty: float  # mean duty over all fitted points
     memory_mib_quantiles: list[float] | None  # 101 quantiles of peak memory per series
+    memory_profile_quantiles: list[float] | None = None  # 101 quantiles of use / peak
+    memory_latent_ar1: float | None = None  # lag-1 autocorrelation of its normal scores
 
     def to_json(self) -> str:
         return json.dumps({"format": FORMAT, **asdict(self)}, indent=1)
@@ -78,6 +86,16 @@ class GenaiParams:
             raise InputError(where, "need 101 mean quantiles and 24 diurnal multipliers")
         if not (0.0 <= params.zero_share < 1.0 and 0.0 <= params.latent_ar1 < 1.0):
             raise InputError(where, "zero_share and latent_ar1 must lie in [0, 1)")
+        mem_q, mem_ar1 = params.memory_profile_quantiles, params.memory_latent_ar1
+        if (mem_q is None) != (mem_ar1 is None):
+            raise InputError(where, "memory_profile_quantiles and memory_latent_ar1 go together")
+        if mem_q is not None and mem_ar1 is not None and (
+            len(mem_q) != len(QUANTILES) or not all(0.0 <= q <= 1.0 for q in mem_q)
+            or not 0.0 <= mem_ar1 < 1.0
+        ):
+            raise InputError(
+                where, "need 101 memory profile quantiles in [0, 1] and a latent AR(1) in [0, 1)"
+            )
         return params
 
 
@@ -103,9 +121,7 @@ def _generate(
     rng: np.random.Generator,
 ) -> np.ndarray:
     means = np.interp(rng.random(n_series), QUANTILES, params.mean_quantiles)
-    shocks = rng.standard_normal((n_series, n_intervals))
-    start = ar1 * rng.standard_normal((n_series, 1))
-    latent = lfilter([math.sqrt(1.0 - ar1 * ar1)], [1.0, -ar1], shocks, axis=1, zi=start)[0]
+    latent = _latent(ar1, n_series, n_intervals, rng)
     curve = _diurnal_curve(params.diurnal, n_intervals, interval_s)
     curve = curve / curve.mean()
     busy = np.clip((1.0 - params.zero_share) * curve, 1e-6, 1.0 - 1e-6)  # P(load > 0) at t
@@ -134,11 +150,34 @@ def synthetic_duty_cycles(
         )
     p = params if params is not None else default_genai_params()
     values = _generate(p, p.latent_ar1, n_series, n_intervals, interval_s, rng)
-    memory = None
+    memory = profile = None
     if p.memory_mib_quantiles is not None:
         memory = np.interp(rng.random(n_series), QUANTILES, p.memory_mib_quantiles)
+    if p.memory_profile_quantiles is not None and p.memory_latent_ar1 is not None:
+        profile = _memory_profile(p.memory_profile_quantiles, p.memory_latent_ar1,
+                                  n_series, n_intervals, rng)
     names = tuple(f"synth-genai-{i:05d}" for i in range(n_series))
-    return LoadSeries(names, interval_s, 0.0, values, memory)
+    return LoadSeries(names, interval_s, 0.0, values, memory, profile)
+
+
+def _latent(ar1: float, n_series: int, n_intervals: int, rng: np.random.Generator) -> np.ndarray:
+    """Stationary unit-variance Gaussian AR(1) series, one per row."""
+    shocks = rng.standard_normal((n_series, n_intervals))
+    start = ar1 * rng.standard_normal((n_series, 1))
+    out: np.ndarray = lfilter([math.sqrt(1.0 - ar1 * ar1)], [1.0, -ar1], shocks, axis=1,
+                              zi=start)[0]
+    return out
+
+
+def _memory_profile(
+    quantiles: list[float], ar1: float, n_series: int, n_intervals: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Memory used over time as a fraction of each series' peak (see the module docstring)."""
+    values = np.interp(ndtr(_latent(ar1, n_series, n_intervals, rng)), QUANTILES, quantiles)
+    top = values.max(axis=1, keepdims=True)
+    out: np.ndarray = np.where(top > 0, values / np.where(top > 0, top, 1.0), 1.0)
+    return out
 
 
 def pooled_lag1(values: np.ndarray) -> float:
@@ -163,6 +202,7 @@ def fit_genai(series: LoadSeries, source: str = "alibaba-genai-v2026") -> GenaiP
     memory = None
     if series.memory_mib is not None and not np.isnan(series.memory_mib).all():
         memory = _rounded(np.nanquantile(series.memory_mib, QUANTILES))
+    mem_q, mem_ar1 = _fit_memory_profile(series.memory_profile)
     draft = GenaiParams(
         source=source,
         series=int(v.shape[0]),
@@ -174,8 +214,22 @@ def fit_genai(series: LoadSeries, source: str = "alibaba-genai-v2026") -> GenaiP
         diurnal=_rounded(diurnal),
         mean_duty=round(float(v.mean()), 6),
         memory_mib_quantiles=memory,
+        memory_profile_quantiles=mem_q,
+        memory_latent_ar1=mem_ar1,
     )
     return GenaiParams(**{**asdict(draft), "latent_ar1": _fit_ar1(draft, v.shape)})
+
+
+def _fit_memory_profile(profile: np.ndarray | None) -> tuple[list[float] | None, float | None]:
+    """Quantiles of the profile values and the lag-1 autocorrelation of their normal scores
+    (ranks over all points), over the series that have a profile."""
+    if profile is None:
+        return None, None
+    rows = profile[~np.isnan(profile).any(axis=1)]
+    if rows.size == 0 or rows.shape[1] < 2:
+        return None, None
+    scores = ndtri((rankdata(rows, axis=None) - 0.5) / rows.size).reshape(rows.shape)
+    return _rounded(np.quantile(rows, QUANTILES)), round(pooled_lag1(scores), 6)
 
 
 def _fit_ar1(params: GenaiParams, shape: tuple[int, ...]) -> float:

@@ -17,6 +17,9 @@ class LoadSeries:
     start: float  # timestamp of column 0
     values: np.ndarray  # float64 (n_series, n_intervals), duty cycle as a fraction 0..1
     memory_mib: np.ndarray | None  # float64 (n_series,) peak memory used (NaN: no samples)
+    memory_profile: np.ndarray | None = None
+    """float64 (n_series, n_intervals): memory used over time as a fraction of the series'
+    own peak, on the same grid (a NaN row: no memory samples for that series)."""
 
     @property
     def n_intervals(self) -> int:

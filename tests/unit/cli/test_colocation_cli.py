@@ -59,8 +59,9 @@ def test_frontier_reports_every_setting_and_the_verdict(
     data = json.loads(out)
     policies = [p["policy"] for p in data["points"]]
     assert policies[0] == "muxflow"
-    assert policies.count("time-slicing") == 8
-    assert policies.count("mps-fixed") == 32
+    assert policies.count("time-slicing") == 16  # 8 peaks, without and with a memory limit
+    assert policies.count("mps-fixed") == 64
+    assert sum(p["setting"].endswith("mem-limit") for p in data["points"]) == 40
     assert any(n.startswith("time-slicing at <=") for n in data["notes"])
     assert (tmp_path / "frontier.png").exists()
     assert (tmp_path / "frontier.json").exists()
@@ -81,3 +82,26 @@ def test_arrivals_and_load_scale_reach_the_workload(
     assert code == 2
     assert "--arrivals" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_load_and_memory_files_drive_online_memory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    duty, memory = tmp_path / "duty.csv", tmp_path / "mem.csv"
+    times = range(0, 7200, 60)
+    duty.write_text("value,timestamp_anon,container_ip\n"
+                    + "".join(f"{5 + t % 7},{t},a\n" for t in times))
+    memory.write_text("timestamp_anon,value,container_ip\n"
+                      + "".join(f"{t},{(1 + t % 3) * 1024**3},a\n" for t in times))
+    code, _, err = run(capsys, "simulate", "colocation", "--memory", str(memory))
+    assert code == 2
+    assert "--memory needs --load" in err
+    assert len(err.strip().splitlines()) == 1
+    code, out, _ = run(
+        capsys, "simulate", "colocation", "--gpus", "20", "--hours", "1", "--load", str(duty),
+        "--memory", str(memory), "-p", "ts", "-p", "muxflow", "--json",
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert any(n.startswith("online memory over time from mem.csv") for n in data["notes"])
+    assert {p["policy"]: p["online_oom_intervals"] for p in data["policies"]}["muxflow"] == 0

@@ -129,7 +129,9 @@ def test_without_online_first_an_mps_failure_takes_the_online_service_down(
     work: ColocationWorkload,
 ) -> None:
     config = ColocationConfig(faults=FaultRates(0.0, 0.0, 0.05, 0.0))
-    fixed = run_colocation(work, "mps-fixed", 6, config)
+    # a memory limit keeps out-of-memory out of the count
+    fixed = run_colocation(work, COLOCATION.create("mps-fixed", memory_limit=True), 6, config)
+    assert fixed.online_ooms == 0
     down = fixed.faults["mps-failure:online-down-one-interval"]
     assert down == fixed.faults["mps-failure:injected"] > 0
     assert int((work.gpus - fixed.online_served).sum()) == down
@@ -147,8 +149,7 @@ def test_static_admission_shares_only_gpus_whose_peak_is_low_enough(
         seen: list[IntervalState] = []
         policy = COLOCATION.create(name, max_peak_load=cut)
         run_colocation(work, policy, 5, on_interval=seen.append)
-        # memory is recorded during the interval, so jobs that finish within it count too
-        used = np.any([s.memory_used_mib > work.online_memory_mib for s in seen], axis=0)
+        used = np.any([s.offline_job >= 0 for s in seen], axis=0)
         assert used.any()
         assert not np.any(used & ~admitted), name
     below = float(work.peak_load.min()) / 2.0
@@ -171,3 +172,42 @@ def test_completion_time_counts_from_each_jobs_arrival(work: ColocationWorkload)
     assert run.jobs_completed == 1
     assert run.running[:k].sum() == 0  # not offered before it arrives
     assert run.jct_mean_min == pytest.approx(work.interval_s / 60.0)
+
+
+def test_without_a_memory_limit_online_growth_runs_out_of_memory(
+    work: ColocationWorkload,
+) -> None:
+    # one 16 GiB GPU whose online service peaks at 8 GiB, at 4 GiB for 5 intervals, then at
+    # its peak; one 10 GiB job: it fits the memory free now but not the room below the peak
+    steps = 20
+    profile = np.where(np.arange(steps) < 5, 0.5, 1.0)[None, :]
+    one = replace(
+        work, gpu_memory_mib=np.array([16384.0]), model=work.model[:1],
+        online_memory_mib=np.array([8192.0]), slo_ms=work.slo_ms[:1],
+        series=np.zeros(1, dtype=np.int64), load=np.full((1, steps), 0.05),
+        memory_profile=profile,
+        job_memory_mib=np.array([10240.0]), job_work_s=np.array([1e6]),
+        job_profile=np.zeros(1, dtype=np.int64), job_arrival=np.zeros(1, dtype=np.int64),
+    )
+    quiet = ColocationConfig(faults=FaultRates(0, 0, 0, 0))
+    for name in ("time-slicing", "mps-fixed"):
+        seen: list[IntervalState] = []
+        run = run_colocation(one, name, 0, quiet, on_interval=seen.append)
+        assert run.running.sum() == steps  # placed at once, never evicted
+        assert run.online_ooms == steps - 5  # out of memory from the growth on
+        assert np.array_equal(run.online_served, (np.arange(steps) < 5).astype(np.int64))
+        assert run.violation_rate[5:].min() == 1.0
+        assert all(s.memory_used_mib[0] <= 16384.0 for s in seen)
+        limited = run_colocation(one, COLOCATION.create(name, memory_limit=True), 0, quiet)
+        assert limited.running.sum() == 0
+        assert limited.online_ooms == 0
+    mux = run_colocation(one, "muxflow", 0, quiet)
+    assert mux.running.sum() == 0
+    assert mux.online_ooms == 0
+    assert mux.summary()["online_oom_intervals"] == 0
+
+
+def test_only_the_memory_limit_keeps_online_memory_growth_safe(work: ColocationWorkload) -> None:
+    assert work.memory_profile is not None  # the synthetic load carries one
+    assert run_colocation(work, "time-slicing", 4).online_ooms > 0
+    assert run_colocation(work, "muxflow", 4).online_ooms == 0

@@ -42,8 +42,14 @@ def test_best_within_a_budget_picks_the_most_work_or_none() -> None:
 def test_settings_cover_muxflow_and_each_baseline_knob() -> None:
     labels = [(policy.name, label) for label, policy in settings((80, 50), (0.5, 1.0))]
     assert labels[0] == ("muxflow", "default")
-    assert sum(name == "time-slicing" for name, _ in labels) == 2
-    assert sum(name == "mps-fixed" for name, _ in labels) == 4
+    assert sum(name == "time-slicing" for name, _ in labels) == 2 * 2  # x memory limit
+    assert sum(name == "mps-fixed" for name, _ in labels) == 4 * 2
+    limited = {label for _, label in labels if label.endswith(" mem-limit")}
+    assert limited == {
+        f"{s}peak<={p} mem-limit" for s in ("", "share=80% ", "share=50% ") for p in ("0.5", "1")
+    }
+    baselines = settings((80, 50), (0.5, 1.0))[1:]
+    assert all(p.memory_limit == label.endswith("mem-limit") for label, p in baselines)
     with pytest.raises(InputError, match="frontier"):
         settings((), (1.0,))
 
@@ -54,7 +60,7 @@ def test_frontier_points_are_the_runs_totals() -> None:
     points = frontier(work, 2, shares=(50,), peaks=(0.5, 1.0),
                       on_run=lambda name, label: seen.append((name, label)))
     assert [p.policy for p in points] == [name for name, _ in seen]
-    assert len(points) == 1 + 2 + 2
+    assert len(points) == 1 + 2 * (2 + 2)
     mux = run_colocation(work, "muxflow", 2)
     assert points[0].offline_throughput == float(mux.offline_throughput.mean())
     assert points[0].slo_violation_pct == 100.0 * float(mux.violation_rate.mean())
@@ -62,3 +68,6 @@ def test_frontier_points_are_the_runs_totals() -> None:
     ts = {p.setting: p for p in points if p.policy == "time-slicing"}
     # admitting fewer GPUs never adds offline work
     assert 0.0 < ts["peak<=0.5"].offline_throughput < ts["peak<=1"].offline_throughput
+    # a memory limit rules out online out-of-memory: never more violations than without
+    lim = ts["peak<=1 mem-limit"]
+    assert lim.slo_violation_pct <= ts["peak<=1"].slo_violation_pct

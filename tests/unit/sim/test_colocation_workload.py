@@ -152,3 +152,31 @@ def test_demand_nothing_can_meet_is_counted(small_cluster: Cluster) -> None:
     assert np.all(work.job_memory_mib > room)
     assert work.jobs == 3  # kept (they fit the large GPUs), not resampled
     assert work.rejected["offline demand unmet: no BE job fits the median GPU's room"] == 1
+
+
+def test_online_memory_follows_the_load_memory_profile(small_cluster: Cluster) -> None:
+    values = np.full((2, 4), 0.1)
+    profile = np.array([[0.5, 1.0, 0.25, 1.0], [np.nan] * 4])
+    load = LoadSeries(("a", "b"), 60, 0.0, values, None, profile)
+    work = build_workload(small_cluster, _pods(4, 2), load, np.random.default_rng(0),
+                          intervals=6)
+    assert work.memory_profile is not None
+    for t in range(6):
+        expected = np.where(work.series == 0, profile[0, t % 4], 1.0)  # NaN row: at its peak
+        np.testing.assert_allclose(work.online_memory_at(t), work.online_memory_mib * expected)
+    flat = build_workload(small_cluster, _pods(4, 2), load, np.random.default_rng(0),
+                          memory_over_time=False)
+    assert flat.memory_profile is None
+    np.testing.assert_array_equal(flat.online_memory_at(2), flat.online_memory_mib)
+
+
+@pytest.mark.parametrize(
+    ("profile", "rule"),
+    [(np.full((2, 3), 0.5), "shape"), (np.array([[0.5, 1.2, 1.0, 1.0]] * 2), "in \\[0, 1\\]")],
+)
+def test_a_bad_memory_profile_is_a_one_line_error(
+    small_cluster: Cluster, profile: np.ndarray, rule: str
+) -> None:
+    load = LoadSeries(("a", "b"), 60, 0.0, np.full((2, 4), 0.1), None, profile)
+    with pytest.raises(InputError, match=f"memory profile.*{rule}"):
+        build_workload(small_cluster, _pods(4, 2), load, np.random.default_rng(0))

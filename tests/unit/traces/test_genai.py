@@ -114,6 +114,26 @@ def test_reads_the_csv_inside_a_tar_gz_and_memory_by_header_name(tmp_path: Path)
     assert report.rows_read == 2
 
 
+def test_memory_over_time_is_a_fraction_of_each_series_peak(tmp_path: Path) -> None:
+    duty = write(tmp_path, HEADER, *rows("a", [(0.0, 5.0), (60.0, 5.0), (120.0, 5.0)]),
+                 *rows("b", [(0.0, 1.0), (60.0, 1.0), (120.0, 1.0)]))
+    gib = 1024**3
+    memory = write(
+        tmp_path, "timestamp_anon,value,container_ip",
+        f"0,{1 * gib},a", f"120,{4 * gib},a", "0,0,b", "120,0,b", name="mem.csv",
+    )
+    series, report = load_duty_cycles(duty, memory_path=memory)
+    assert series.memory_profile is not None
+    assert series.memory_mib is not None
+    # a: 1 GiB rising linearly to its 4 GiB peak over the grid (interpolated like the duty)
+    np.testing.assert_allclose(series.memory_profile[0], [0.25, 0.625, 1.0])
+    np.testing.assert_allclose(series.memory_mib[0], 4 * 1024.0)
+    # b has only zero samples: no profile, and counted
+    assert np.isnan(series.memory_mib[1])
+    assert np.isnan(series.memory_profile[1]).all()
+    assert report.memory_missing == 1
+
+
 @pytest.mark.parametrize(
     ("row", "where", "rule"),
     [
@@ -171,3 +191,12 @@ def test_real_trace_reads_143_series_and_the_report_adds_up(genai_dir: Path) -> 
     assert 0.05 < series.values.mean() < 0.09  # the trace's mean duty is about 7%
     assert series.memory_mib is not None
     assert not np.isnan(series.memory_mib).any()
+    # memory over time: series come near their peak (a spike between grid points is missed)
+    # and sit well below it most of the time
+    prof = series.memory_profile
+    assert prof is not None
+    assert prof.shape == series.values.shape
+    assert prof.max(axis=1).min() > 0.75
+    assert float(np.median(prof.max(axis=1))) == 1.0
+    assert 0.5 < float(np.median(prof)) < 0.75
+    assert report.memory_missing == 0

@@ -60,6 +60,27 @@ def test_fit_recovers_the_statistics_of_synthetic_data(drawn: LoadSeries) -> Non
     assert refit.zero_share == pytest.approx(params.zero_share, abs=0.03)
     assert refit.latent_ar1 == pytest.approx(params.latent_ar1, abs=0.05)
     np.testing.assert_allclose(refit.diurnal, params.diurnal, atol=0.35)
+    # memory over time: the copula's latent autocorrelation and the median level come back
+    assert refit.memory_latent_ar1 is not None
+    assert params.memory_latent_ar1 is not None
+    assert refit.memory_latent_ar1 == pytest.approx(params.memory_latent_ar1, abs=0.05)
+    assert refit.memory_profile_quantiles is not None
+    assert params.memory_profile_quantiles is not None
+    assert refit.memory_profile_quantiles[50] == pytest.approx(
+        params.memory_profile_quantiles[50], abs=0.03
+    )
+
+
+def test_synthetic_memory_profile_peaks_at_one_per_series(drawn: LoadSeries) -> None:
+    prof = drawn.memory_profile
+    assert prof is not None
+    assert prof.shape == drawn.values.shape
+    assert prof.min() >= 0.0
+    np.testing.assert_allclose(prof.max(axis=1), 1.0)
+    # without the memory fields there is no profile (older parameter files still load)
+    bare = replace(default_genai_params(), memory_profile_quantiles=None, memory_latent_ar1=None)
+    assert synthetic_duty_cycles(3, 10, np.random.default_rng(0), params=bare).memory_profile \
+        is None
 
 
 def test_params_round_trip_and_reject_bad_files() -> None:
@@ -72,6 +93,12 @@ def test_params_round_trip_and_reject_bad_files() -> None:
     bad = replace(params, diurnal=[1.0] * 3)
     with pytest.raises(InputError, match="24 diurnal"):
         GenaiParams.from_json(bad.to_json(), "p.json")
+    half = replace(params, memory_latent_ar1=None)
+    with pytest.raises(InputError, match="go together"):
+        GenaiParams.from_json(half.to_json(), "p.json")
+    wrong = replace(params, memory_profile_quantiles=[1.5] * 101)
+    with pytest.raises(InputError, match="memory profile quantiles"):
+        GenaiParams.from_json(wrong.to_json(), "p.json")
     with pytest.raises(InputError, match="n_series"):
         synthetic_duty_cycles(-1, 10, np.random.default_rng(0))
 

@@ -4,15 +4,19 @@ A policy is a frozen description the simulator interprets each interval; every d
 holds (shares, matching, guard thresholds, restart delays) is a pure function of arrays:
 
 * ``dedicated``: online GPUs run online work only (the baseline);
-* ``mps-fixed``: offline jobs join online GPUs in queue order where memory fits, MPS with a
+* ``mps-fixed``: offline jobs join online GPUs in queue order where the memory free now fits
+  them (no memory limit: the online service can run out of memory later), MPS with a
   fixed online share (default 50%);
 * ``time-slicing``: the same placement, the GPU's default time slicing between the two;
   both baselines take ``max_peak_load``, a static admission rule (share only the GPUs whose
-  online service never exceeds that load), their knob for fewer SLO violations;
+  online service never exceeds that load), their knob for fewer SLO violations, and
+  ``memory_limit`` (off by default: time slicing isolates no memory, and a plain MPS split
+  sets no pinned-memory limit), the knob against out-of-memory;
 * ``muxflow``: maximum-weight matching on predicted speeds, :class:`DynamicShare`, the
-  two-level protection (hard memory limit at matching; a compute guard that throttles, then
-  evicts) and MuxFlow's mixed error handling (graceful exit on signals, MPS restarted with the
-  online service first, offline restarts with exponential backoff).
+  two-level protection (a hard offline memory limit below the online peak; a compute guard
+  that throttles, then evicts) and MuxFlow's mixed error handling (graceful exit on
+  signals, MPS restarted with the online service first, offline restarts with exponential
+  backoff).
 """
 
 from __future__ import annotations
@@ -72,6 +76,11 @@ class ColocationPolicy:
     backoff_cap: int = 32
     quarantine: int = 30
     """Intervals a GPU takes no offline work after an XID error."""
+    memory_limit: bool = False
+    """The hard offline memory limit: an offline job gets at most the GPU's memory less the
+    online service's *peak*, so online memory growth always finds room. Without it a job is
+    placed by the memory free *now* (what nvidia-smi shows), and when the online service grows
+    into memory the job holds, the online allocation fails (an out-of-memory interval)."""
     max_peak_load: float = 1.0
     """Static admission: offline work joins only GPUs whose online service's peak load is at
     most this; 1.0 admits every GPU. The knob a static baseline has to trade offline work for
@@ -114,17 +123,20 @@ def dedicated() -> ColocationPolicy:
 
 
 @COLOCATION.register("mps-fixed", aliases=("mps",))
-def mps_fixed(share: int = 50, max_peak_load: float = 1.0) -> ColocationPolicy:
+def mps_fixed(
+    share: int = 50, max_peak_load: float = 1.0, memory_limit: bool = False
+) -> ColocationPolicy:
     return ColocationPolicy(
         "mps-fixed", Sharing.MPS, Matching.GREEDY, share=FixedShare(share),
-        max_peak_load=max_peak_load,
+        max_peak_load=max_peak_load, memory_limit=memory_limit,
     )
 
 
 @COLOCATION.register("time-slicing", aliases=("ts", "timeslicing"))
-def time_slicing(max_peak_load: float = 1.0) -> ColocationPolicy:
+def time_slicing(max_peak_load: float = 1.0, memory_limit: bool = False) -> ColocationPolicy:
     return ColocationPolicy(
-        "time-slicing", Sharing.TIME_SLICING, Matching.GREEDY, max_peak_load=max_peak_load
+        "time-slicing", Sharing.TIME_SLICING, Matching.GREEDY, max_peak_load=max_peak_load,
+        memory_limit=memory_limit,
     )
 
 
@@ -138,6 +150,7 @@ def muxflow(
         Matching.MAX_WEIGHT,
         share=DynamicShare(margin=margin, step=step),
         guard=True,
+        memory_limit=True,
         guard_threshold=guard_threshold,
         evict_above=evict_above,
         online_first=True,
