@@ -104,29 +104,32 @@ def replay_plot(runs: Sequence[ReplayRun], path: Path, title: str) -> Path:
 
 
 def colocation_plot(runs: Sequence[ColocationRun], path: Path, title: str) -> Path:
-    """Per policy over simulated time: GPU utilisation, SLO violations, offline throughput
-    (hourly means of the per-interval values)."""
-    fig, (util, viol, tput) = plt.subplots(1, 3, figsize=(15, 4.2))
+    """Per policy over simulated time (hourly means of the per-interval values): GPU
+    utilisation, SM activity, memory used, SLO violations, online out-of-memory, offline
+    throughput."""
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
+    panels = [
+        ("utilisation", 100.0, "GPU utilisation (% of time a kernel runs)"),
+        ("sm_activity", 100.0, "SM activity (%)"),
+        ("memory_used", 100.0, "GPU memory used (%)"),
+        ("violation_rate", 100.0, "online services over their p99 SLO (%)"),
+        ("oom_rate", 100.0, "online services out of memory (%)"),
+        ("offline_throughput", 1.0, "offline throughput (GPU-equivalents per GPU)"),
+    ]
     for run in runs:
         per_hour = max(1, round(3600 / run.interval_s))
-        hours = np.arange(0, len(run.utilisation), per_hour) / per_hour
-
-        def hourly(values: np.ndarray, step: int = per_hour) -> np.ndarray:
-            return np.add.reduceat(values, np.arange(0, len(values), step)) / np.diff(
-                np.append(np.arange(0, len(values), step), len(values))
-            )
-
-        util.plot(hours, 100 * hourly(run.utilisation), label=run.policy)
-        viol.plot(hours, 100 * hourly(run.violation_rate), label=run.policy)
-        tput.plot(hours, hourly(run.offline_throughput), label=run.policy)
-    util.set_ylabel("GPU utilisation (% of time a kernel runs)")
-    viol.set_ylabel("online services over their p99 SLO (%)")
-    tput.set_ylabel("offline throughput (GPU-equivalents per GPU)")
-    for ax in (util, viol, tput):
+        starts = np.arange(0, len(run.utilisation), per_hour)
+        sizes = np.diff(np.append(starts, len(run.utilisation)))
+        for ax, (name, scale, _) in zip(axes.flat, panels, strict=True):
+            values = np.asarray(getattr(run, name), dtype=np.float64)
+            ax.plot(starts / per_hour, scale * np.add.reduceat(values, starts) / sizes,
+                    label=run.policy)
+    for ax, (_, _, label) in zip(axes.flat, panels, strict=True):
+        ax.set_ylabel(label)
         ax.set_xlabel("simulated time (hours)")
         ax.grid(alpha=0.3)
-    util.set_title(title)
-    tput.legend(fontsize=8)
+    axes[0, 0].set_title(title)
+    axes[1, 2].legend(fontsize=8)
     return _save(fig, path)
 
 

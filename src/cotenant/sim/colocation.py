@@ -85,6 +85,7 @@ class ColocationRun:
     memory_used: FloatArray
     violation_rate: FloatArray
     p99_over_slo: FloatArray
+    oom_rate: FloatArray  # share of online services out of memory
     offline_throughput: FloatArray
     running: IntArray
     online_served: IntArray
@@ -160,7 +161,7 @@ def run_colocation(
     failures = np.zeros(work.jobs, dtype=np.int64)
     finish = np.full(work.jobs, -1, dtype=np.int64)
     queue = JobQueue(work.job_memory_mib, ready)
-    out = {k: np.zeros(steps) for k in ("util", "sm", "mem", "viol", "ratio", "tput")}
+    out = {k: np.zeros(steps) for k in ("util", "sm", "mem", "viol", "ratio", "oom", "tput")}
     running = np.zeros(steps, dtype=np.int64)
     served = np.zeros(steps, dtype=np.int64)
     faults: Counter[str] = Counter()
@@ -243,6 +244,7 @@ def run_colocation(
         used = on_mem + np.where(on, job_mem, 0.0)
         oom = (used > work.gpu_memory_mib) if not pol.memory_limit else np.zeros(n, bool)
         ooms += int(oom.sum())
+        out["oom"][t] = np.mean(oom)
         used = np.minimum(used, work.gpu_memory_mib)
         out["mem"][t] = float(used.sum() / work.gpu_memory_mib.sum())
         # faults: outcome per GPU, progress lost where the job died without a checkpoint
@@ -282,7 +284,8 @@ def run_colocation(
     return ColocationRun(
         policy=pol.name, seed=seed, interval_s=work.interval_s, utilisation=out["util"],
         sm_activity=out["sm"], memory_used=out["mem"], violation_rate=out["viol"],
-        p99_over_slo=out["ratio"], offline_throughput=out["tput"], running=running,
+        p99_over_slo=out["ratio"], oom_rate=out["oom"], offline_throughput=out["tput"],
+        running=running,
         online_served=served, gpus=n, jobs_completed=int(ended.sum()), jct_mean_min=jct,
         throttles=throttles, evictions=evictions, faults=dict(faults), online_ooms=ooms,
     )

@@ -195,6 +195,7 @@ def test_without_a_memory_limit_online_growth_runs_out_of_memory(
         run = run_colocation(one, name, 0, quiet, on_interval=seen.append)
         assert run.running.sum() == steps  # placed at once, never evicted
         assert run.online_ooms == steps - 5  # out of memory from the growth on
+        assert np.array_equal(run.oom_rate, (np.arange(steps) >= 5).astype(np.float64))
         assert np.array_equal(run.online_served, (np.arange(steps) < 5).astype(np.int64))
         assert run.violation_rate[5:].min() == 1.0
         assert all(s.memory_used_mib[0] <= 16384.0 for s in seen)
