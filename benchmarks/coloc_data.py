@@ -55,7 +55,10 @@ def memory_stats(profile: np.ndarray | None, duty: np.ndarray) -> str:
     return (
         f"memory/peak p10/p50/p90 {p10:.3f}/{p50:.3f}/{p90:.3f}, "
         f"share >= 0.9 {(rows >= 0.9).mean():.3f}, lag-1 {pooled_lag1(rows):.3f}, "
-        f"median corr with duty {np.median(corr):.2f}"
+        f"median corr with duty {np.median(corr):.2f}; per series: std of means "
+        f"{rows.mean(axis=1).std():.3f}, median std {np.median(rows.std(axis=1)):.3f}, "
+        f"median min {np.median(rows.min(axis=1)):.3f}, "
+        f"median max {np.median(rows.max(axis=1)):.3f}"
     )
 
 

@@ -178,6 +178,9 @@ def _workload(
             f"online memory over time from {memory.name}; {report.memory_missing} series "
             "without memory samples held at their peak"
         )
+    else:
+        notes.append("online memory: over time, synthetic profiles fitted to the GenAI memory "
+                     "trace (with --load, give --memory for the real ones)")
     interval_s = series.interval_s if series is not None else 60
     intervals = max(1, round(hours * 3600 / interval_s))
     if pods is None:

@@ -8,7 +8,7 @@ Per interval, in order:
    for MuxFlow also with room at the observed load) are matched with the jobs that have
    arrived (:mod:`cotenant.policies.colocation.matching`), a job fitting the GPU's memory
    less the online *peak* under a hard memory limit (MuxFlow), else the memory free in the
-   previous interval;
+   previous interval (in the first interval, the memory free then);
 2. shares are decided on the load *observed in the previous interval* (a new pair starts at
    the needed share);
 3. the interval runs at the *current* load: online p99 (``cotenant.perf.mps``) with the true
@@ -84,7 +84,7 @@ class ColocationRun:
     sm_activity: FloatArray
     memory_used: FloatArray
     violation_rate: FloatArray
-    p99_over_slo: FloatArray
+    p99_over_slo: FloatArray  # median p99 / SLO, capped at 10 (a service down counts at 10)
     oom_rate: FloatArray  # share of online services out of memory
     offline_throughput: FloatArray
     running: IntArray
@@ -242,7 +242,7 @@ def run_colocation(
         out["sm"][t] = np.mean(np.minimum(sm, 1.0))
         job_mem = work.job_memory_mib[job_on] if work.jobs else np.zeros(n)
         used = on_mem + np.where(on, job_mem, 0.0)
-        oom = (used > work.gpu_memory_mib) if not pol.memory_limit else np.zeros(n, bool)
+        oom = used > work.gpu_memory_mib  # never under a memory limit (tests hold it to 0)
         ooms += int(oom.sum())
         out["oom"][t] = np.mean(oom)
         used = np.minimum(used, work.gpu_memory_mib)
@@ -254,7 +254,7 @@ def run_colocation(
         down = result.online_down | oom
         over = over | down
         out["viol"][t] = np.mean(over)
-        out["ratio"][t] = np.median(np.minimum(p99 / work.slo_ms, 10.0))
+        out["ratio"][t] = np.median(np.where(down, 10.0, np.minimum(p99 / work.slo_ms, 10.0)))
         rate = np.where(result.lost, 0.0, rate)
         out["tput"][t] = float(rate.sum() / n)
         running[t] = int(on.sum())

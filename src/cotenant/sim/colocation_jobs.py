@@ -27,6 +27,9 @@ REFERENCE_GPU_MIB = 16384
 def offline_jobs(
     pods: Sequence[Pod], rng: np.random.Generator, max_gpu_mib: float, rejected: Counter[str]
 ) -> tuple[FloatArray, FloatArray, IntArray]:
+    """Work (GPU-seconds), memory (MiB) and solo profile index of one job per GPU of each BE
+    pod; pods without a lifetime and jobs bigger than ``max_gpu_mib`` are counted in
+    ``rejected``."""
     work, mem = [], []
     for pod in pods:
         if pod.qos is not Qos.BE or pod.shape.num_gpu == 0:

@@ -55,7 +55,6 @@ from cotenant.traces.synthetic import default_params, generate_nodes, generate_p
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 OPAQUE_GPU_MIB = 16384
-REFERENCE_GPU_MIB = 16384
 PEAK_LOAD_CAP = 0.9
 ARRIVALS = ("spread", "start")
 """When offline jobs join the queue: uniformly over the horizon, or all at time 0."""

@@ -28,7 +28,8 @@ Memory (``memory_path``): each kept series' memory samples are resampled onto th
 by the same rules and divided by the series' peak (its largest sample), giving
 ``memory_profile``, the memory used over time as a fraction of the peak; ``memory_mib`` holds
 the peak. A kept series without memory samples (or whose memory is always 0) gets a NaN peak
-and a NaN profile row, counted in ``LoadReport.memory_missing``.
+and a NaN profile row, counted in ``LoadReport.memory_missing``; memory points filled and
+held by the gap rules are counted in ``memory_filled_points`` and ``memory_held_points``.
 
 Malformed rows (non-numeric, NaN, negative, a duty cycle over 100, an empty container id, a
 repeated timestamp for one container) stop the load with an :class:`InputError` naming
@@ -82,6 +83,8 @@ class LoadReport:
     held_points: int = 0  # grid points held at the series' mean (long gaps, outside span)
     long_gaps: int = 0  # gaps longer than max_gap_intervals in kept series
     memory_missing: int = 0  # kept series with no (or only zero) memory samples
+    memory_filled_points: int = 0  # memory grid points filled across short gaps
+    memory_held_points: int = 0  # memory grid points held at the series' mean
 
 
 Samples = dict[str, tuple[np.ndarray, np.ndarray]]
@@ -220,9 +223,11 @@ def load_duty_cycles(
         held += r.held
         long_gaps += r.long_gaps
     peak = profile = None
-    missing = 0
+    missing = mem_filled = mem_held = 0
     if memory_path is not None:
-        peak, profile = _memory(Path(memory_path), kept, grid, interval_s, max_gap_intervals)
+        peak, profile, mem_filled, mem_held = _memory(
+            Path(memory_path), kept, grid, interval_s, max_gap_intervals
+        )
         missing = int(np.isnan(peak).sum())
     table = np.vstack(rows) if rows else np.zeros((0, len(grid)))
     series = LoadSeries(
@@ -237,18 +242,22 @@ def load_duty_cycles(
         held_points=held,
         long_gaps=long_gaps,
         memory_missing=missing,
+        memory_filled_points=mem_filled,
+        memory_held_points=mem_held,
     )
     return series, report
 
 
 def _memory(
     path: Path, names: list[str], grid: np.ndarray, interval_s: int, max_gap: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Peak memory used (MiB) per container of ``names`` and its use over the grid as a
-    fraction of that peak; NaN (peak and row) where the file has no non-zero samples."""
+) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Peak memory used (MiB) per container of ``names``, its use over the grid as a fraction
+    of that peak (NaN, peak and row, where the file has no non-zero samples), and the grid
+    points filled and held by the gap rules."""
     samples, _ = _read(path, MEMORY_COLUMNS, _bytes_rule)
     peak = np.full(len(names), math.nan)
     profile = np.full((len(names), len(grid)), math.nan)
+    filled = held = 0
     for i, name in enumerate(names):
         if name not in samples or samples[name][1].max() <= 0:
             continue
@@ -256,4 +265,6 @@ def _memory(
         peak[i] = values.max() / MIB
         r = _resample(times, values, grid, interval_s, max_gap)
         profile[i] = np.clip(r.values / values.max(), 0.0, 1.0)
-    return peak, profile
+        filled += r.filled
+        held += r.held
+    return peak, profile, filled, held

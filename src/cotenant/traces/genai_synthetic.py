@@ -21,11 +21,15 @@ on disk, at any scale. The generator is deliberately simple; what it reproduces,
   series' mean), generated with a fixed seed so the fit is deterministic;
 * **memory**: peak memory per series drawn from the quantiles of the real peaks, when fitted
   with the memory file; and memory used over time as a fraction of that peak, a Gaussian
-  copula: a latent AR(1) series (its coefficient the pooled lag-1 autocorrelation of the real
-  profiles' normal scores) mapped through the 101 quantiles of the real profile values, each
-  series then divided by its own maximum so its peak is 1. (The real profiles sit at a median
-  62% of their peak, reach it in bursts, and correlate weakly and negatively with the duty
-  cycle; the generator keeps memory and duty independent.)
+  copula. The real profiles' values are turned into normal scores (pooled ranks); a share
+  ``memory_level_share`` of the scores' variance lies *between* series (some pods sit near
+  their peak, others far below it) and the rest is a within-series AR(1) of coefficient
+  ``memory_latent_ar1`` (the pooled lag-1 autocorrelation of the scores' deviations from their
+  series' mean). A synthetic series is ``sqrt(b) Z_i + sqrt(1 - b) AR(1)_t``, mapped through
+  the 101 quantiles of the real profile values. Like the real profiles on the grid, a series
+  need not touch 1 (a peak between two grid points is missed). (The real profiles sit at a
+  median 61% of their peak and correlate weakly and negatively with the duty cycle; the
+  generator keeps memory and duty independent.)
 
 Values are clipped to [0, 1].
 The parameters ship as ``params/genai_default.json`` (``cotenant trace genai PATH --out``
@@ -70,7 +74,8 @@ class GenaiParams:
     mean_duty: float  # mean duty over all fitted points
     memory_mib_quantiles: list[float] | None  # 101 quantiles of peak memory per series
     memory_profile_quantiles: list[float] | None = None  # 101 quantiles of use / peak
-    memory_latent_ar1: float | None = None  # lag-1 autocorrelation of its normal scores
+    memory_level_share: float | None = None  # share of score variance between series
+    memory_latent_ar1: float | None = None  # within-series lag-1 autocorrelation of scores
 
     def to_json(self) -> str:
         return json.dumps({"format": FORMAT, **asdict(self)}, indent=1)
@@ -86,16 +91,18 @@ class GenaiParams:
             raise InputError(where, "need 101 mean quantiles and 24 diurnal multipliers")
         if not (0.0 <= params.zero_share < 1.0 and 0.0 <= params.latent_ar1 < 1.0):
             raise InputError(where, "zero_share and latent_ar1 must lie in [0, 1)")
-        mem_q, mem_ar1 = params.memory_profile_quantiles, params.memory_latent_ar1
-        if (mem_q is None) != (mem_ar1 is None):
-            raise InputError(where, "memory_profile_quantiles and memory_latent_ar1 go together")
-        if mem_q is not None and mem_ar1 is not None and (
+        mem_q, level, mem_ar1 = (params.memory_profile_quantiles, params.memory_level_share,
+                                 params.memory_latent_ar1)
+        given = [x is not None for x in (mem_q, level, mem_ar1)]
+        if any(given) and not all(given):
+            raise InputError(where, "memory_profile_quantiles, memory_level_share and "
+                             "memory_latent_ar1 go together")
+        if mem_q is not None and level is not None and mem_ar1 is not None and (
             len(mem_q) != len(QUANTILES) or not all(0.0 <= q <= 1.0 for q in mem_q)
-            or not 0.0 <= mem_ar1 < 1.0
+            or not 0.0 <= level < 1.0 or not 0.0 <= mem_ar1 < 1.0
         ):
-            raise InputError(
-                where, "need 101 memory profile quantiles in [0, 1] and a latent AR(1) in [0, 1)"
-            )
+            raise InputError(where, "need 101 memory profile quantiles in [0, 1], and a level "
+                             "share and a latent AR(1) in [0, 1)")
         return params
 
 
@@ -153,9 +160,10 @@ def synthetic_duty_cycles(
     memory = profile = None
     if p.memory_mib_quantiles is not None:
         memory = np.interp(rng.random(n_series), QUANTILES, p.memory_mib_quantiles)
-    if p.memory_profile_quantiles is not None and p.memory_latent_ar1 is not None:
-        profile = _memory_profile(p.memory_profile_quantiles, p.memory_latent_ar1,
-                                  n_series, n_intervals, rng)
+    if (p.memory_profile_quantiles is not None and p.memory_level_share is not None
+            and p.memory_latent_ar1 is not None):
+        profile = _memory_profile(p.memory_profile_quantiles, p.memory_level_share,
+                                  p.memory_latent_ar1, n_series, n_intervals, rng)
     names = tuple(f"synth-genai-{i:05d}" for i in range(n_series))
     return LoadSeries(names, interval_s, 0.0, values, memory, profile)
 
@@ -170,13 +178,13 @@ def _latent(ar1: float, n_series: int, n_intervals: int, rng: np.random.Generato
 
 
 def _memory_profile(
-    quantiles: list[float], ar1: float, n_series: int, n_intervals: int,
+    quantiles: list[float], level: float, ar1: float, n_series: int, n_intervals: int,
     rng: np.random.Generator,
 ) -> np.ndarray:
     """Memory used over time as a fraction of each series' peak (see the module docstring)."""
-    values = np.interp(ndtr(_latent(ar1, n_series, n_intervals, rng)), QUANTILES, quantiles)
-    top = values.max(axis=1, keepdims=True)
-    out: np.ndarray = np.where(top > 0, values / np.where(top > 0, top, 1.0), 1.0)
+    within = _latent(ar1, n_series, n_intervals, rng)
+    latent = math.sqrt(level) * rng.standard_normal((n_series, 1)) + math.sqrt(1.0 - level) * within
+    out: np.ndarray = np.interp(ndtr(latent), QUANTILES, quantiles)
     return out
 
 
@@ -202,7 +210,7 @@ def fit_genai(series: LoadSeries, source: str = "alibaba-genai-v2026") -> GenaiP
     memory = None
     if series.memory_mib is not None and not np.isnan(series.memory_mib).all():
         memory = _rounded(np.nanquantile(series.memory_mib, QUANTILES))
-    mem_q, mem_ar1 = _fit_memory_profile(series.memory_profile)
+    mem_q, level, mem_ar1 = _fit_memory_profile(series.memory_profile)
     draft = GenaiParams(
         source=source,
         series=int(v.shape[0]),
@@ -215,21 +223,31 @@ def fit_genai(series: LoadSeries, source: str = "alibaba-genai-v2026") -> GenaiP
         mean_duty=round(float(v.mean()), 6),
         memory_mib_quantiles=memory,
         memory_profile_quantiles=mem_q,
+        memory_level_share=level,
         memory_latent_ar1=mem_ar1,
     )
     return GenaiParams(**{**asdict(draft), "latent_ar1": _fit_ar1(draft, v.shape)})
 
 
-def _fit_memory_profile(profile: np.ndarray | None) -> tuple[list[float] | None, float | None]:
-    """Quantiles of the profile values and the lag-1 autocorrelation of their normal scores
-    (ranks over all points), over the series that have a profile."""
+def _fit_memory_profile(
+    profile: np.ndarray | None,
+) -> tuple[list[float] | None, float | None, float | None]:
+    """Over the series that have a profile: quantiles of its values, the share of their normal
+    scores' (pooled ranks) variance between series, and the within-series lag-1
+    autocorrelation of the scores; each share clamped to what the generator accepts."""
     if profile is None:
-        return None, None
+        return None, None, None
     rows = profile[~np.isnan(profile).any(axis=1)]
     if rows.size == 0 or rows.shape[1] < 2:
-        return None, None
+        return None, None, None
     scores = ndtri((rankdata(rows, axis=None) - 0.5) / rows.size).reshape(rows.shape)
-    return _rounded(np.quantile(rows, QUANTILES)), round(pooled_lag1(scores), 6)
+    total = float(scores.var())
+    level = float(scores.mean(axis=1).var()) / total if total > 0 else 0.0
+    return (
+        _rounded(np.quantile(rows, QUANTILES)),
+        round(min(max(level, 0.0), 0.99), 6),
+        round(min(max(pooled_lag1(scores), 0.0), 0.995), 6),
+    )
 
 
 def _fit_ar1(params: GenaiParams, shape: tuple[int, ...]) -> float:

@@ -92,7 +92,7 @@ def test_load_and_memory_files_drive_online_memory(
     duty.write_text("value,timestamp_anon,container_ip\n"
                     + "".join(f"{5 + t % 7},{t},a\n" for t in times))
     memory.write_text("timestamp_anon,value,container_ip\n"
-                      + "".join(f"{t},{(1 + t % 3) * 1024**3},a\n" for t in times))
+                      + "".join(f"{t},{(1 + (t // 60) % 3) * 1024**3},a\n" for t in times))
     code, _, err = run(capsys, "simulate", "colocation", "--memory", str(memory))
     assert code == 2
     assert "--memory needs --load" in err
@@ -104,4 +104,6 @@ def test_load_and_memory_files_drive_online_memory(
     assert code == 0
     data = json.loads(out)
     assert any(n.startswith("online memory over time from mem.csv") for n in data["notes"])
-    assert {p["policy"]: p["online_oom_intervals"] for p in data["policies"]}["muxflow"] == 0
+    ooms = {p["policy"]: p["online_oom_intervals"] for p in data["policies"]}
+    assert ooms["time-slicing"] > 0  # memory cycling 1-3 GiB: placed by free memory, it OOMs
+    assert ooms["muxflow"] == 0

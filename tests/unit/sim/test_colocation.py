@@ -174,21 +174,25 @@ def test_completion_time_counts_from_each_jobs_arrival(work: ColocationWorkload)
     assert run.jct_mean_min == pytest.approx(work.interval_s / 60.0)
 
 
-def test_without_a_memory_limit_online_growth_runs_out_of_memory(
-    work: ColocationWorkload,
-) -> None:
-    # one 16 GiB GPU whose online service peaks at 8 GiB, at 4 GiB for 5 intervals, then at
-    # its peak; one 10 GiB job: it fits the memory free now but not the room below the peak
-    steps = 20
-    profile = np.where(np.arange(steps) < 5, 0.5, 1.0)[None, :]
-    one = replace(
+def _growing(work: ColocationWorkload, steps: int, arrival: int) -> ColocationWorkload:
+    """One 16 GiB GPU whose online service peaks at 8 GiB, at 4 GiB for 5 intervals, then at
+    its peak; one 10 GiB job arriving at ``arrival``: it fits the memory free at 4 GiB, not
+    the room below the peak."""
+    return replace(
         work, gpu_memory_mib=np.array([16384.0]), model=work.model[:1],
         online_memory_mib=np.array([8192.0]), slo_ms=work.slo_ms[:1],
         series=np.zeros(1, dtype=np.int64), load=np.full((1, steps), 0.05),
-        memory_profile=profile,
+        memory_profile=np.where(np.arange(steps) < 5, 0.5, 1.0)[None, :],
         job_memory_mib=np.array([10240.0]), job_work_s=np.array([1e6]),
-        job_profile=np.zeros(1, dtype=np.int64), job_arrival=np.zeros(1, dtype=np.int64),
+        job_profile=np.zeros(1, dtype=np.int64), job_arrival=np.array([arrival]),
     )
+
+
+def test_without_a_memory_limit_online_growth_runs_out_of_memory(
+    work: ColocationWorkload,
+) -> None:
+    steps = 20
+    one = _growing(work, steps, 0)
     quiet = ColocationConfig(faults=FaultRates(0, 0, 0, 0))
     for name in ("time-slicing", "mps-fixed"):
         seen: list[IntervalState] = []
@@ -198,17 +202,37 @@ def test_without_a_memory_limit_online_growth_runs_out_of_memory(
         assert np.array_equal(run.oom_rate, (np.arange(steps) >= 5).astype(np.float64))
         assert np.array_equal(run.online_served, (np.arange(steps) < 5).astype(np.int64))
         assert run.violation_rate[5:].min() == 1.0
-        assert all(s.memory_used_mib[0] <= 16384.0 for s in seen)
+        assert run.p99_over_slo[5:].min() == 10.0  # a service out of memory counts at the cap
+        used = [s.memory_used_mib[0] for s in seen]
+        assert used[:5] == [4096.0 + 10240.0] * 5
+        assert used[5:] == [16384.0] * (steps - 5)  # the GPU is full
         limited = run_colocation(one, COLOCATION.create(name, memory_limit=True), 0, quiet)
         assert limited.running.sum() == 0
         assert limited.online_ooms == 0
     mux = run_colocation(one, "muxflow", 0, quiet)
     assert mux.running.sum() == 0
-    assert mux.online_ooms == 0
     assert mux.summary()["online_oom_intervals"] == 0
+
+
+def test_a_baseline_places_by_the_memory_free_in_the_previous_interval(
+    work: ColocationWorkload,
+) -> None:
+    # the job arrives at 5, as the online service grows: placed on the 4 GiB seen at 4,
+    # out of memory at once
+    run = run_colocation(_growing(work, 12, 5), "time-slicing", 0,
+                         ColocationConfig(faults=FaultRates(0, 0, 0, 0)))
+    assert run.running[:5].sum() == 0
+    assert run.running[5] == 1
+    assert run.oom_rate[5] == 1.0
+    assert run.online_ooms == 12 - 5
 
 
 def test_only_the_memory_limit_keeps_online_memory_growth_safe(work: ColocationWorkload) -> None:
     assert work.memory_profile is not None  # the synthetic load carries one
     assert run_colocation(work, "time-slicing", 4).online_ooms > 0
-    assert run_colocation(work, "muxflow", 4).online_ooms == 0
+    # out-of-memory is measured the same way under every policy: the limit must keep it at 0
+    limited = COLOCATION.create("time-slicing", memory_limit=True)
+    assert run_colocation(work, limited, 4).online_ooms == 0
+    mux = run_colocation(work, "muxflow", 4)
+    assert mux.running.sum() > 0
+    assert mux.online_ooms == 0

@@ -134,6 +134,28 @@ def test_memory_over_time_is_a_fraction_of_each_series_peak(tmp_path: Path) -> N
     assert report.memory_missing == 1
 
 
+def test_memory_gaps_follow_the_duty_cycle_rules_and_are_counted(tmp_path: Path) -> None:
+    duty = write(tmp_path, HEADER, *rows("a", [(60.0 * k, 5.0) for k in range(11)]))
+    gib = 1024**3
+    memory = write(  # a long gap (0 -> 600 s: 9 steps) and nothing else
+        tmp_path, "timestamp_anon,value,container_ip", f"0,{2 * gib},a", f"600,{4 * gib},a",
+        name="mem.csv",
+    )
+    series, report = load_duty_cycles(duty, memory_path=memory)
+    assert series.memory_profile is not None
+    np.testing.assert_allclose(series.memory_profile[0], [0.5] + [0.75] * 9 + [1.0])
+    assert report.memory_held_points == 9
+    assert report.memory_filled_points == 0
+    short = write(  # a short gap (0 -> 180 s: 2 steps) is interpolated
+        tmp_path, "timestamp_anon,value,container_ip", f"0,{2 * gib},a", f"180,{4 * gib},a",
+        f"600,{4 * gib},a", name="short.csv",
+    )
+    series, report = load_duty_cycles(duty, memory_path=short)
+    assert series.memory_profile is not None
+    np.testing.assert_allclose(series.memory_profile[0][:4], [0.5, 2 / 3, 5 / 6, 1.0])
+    assert report.memory_filled_points == 2
+
+
 @pytest.mark.parametrize(
     ("row", "where", "rule"),
     [

@@ -3,6 +3,7 @@ generator reproduces their statistics, stays in [0, 1] and is deterministic unde
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -64,6 +65,9 @@ def test_fit_recovers_the_statistics_of_synthetic_data(drawn: LoadSeries) -> Non
     assert refit.memory_latent_ar1 is not None
     assert params.memory_latent_ar1 is not None
     assert refit.memory_latent_ar1 == pytest.approx(params.memory_latent_ar1, abs=0.05)
+    assert refit.memory_level_share is not None
+    assert params.memory_level_share is not None
+    assert refit.memory_level_share == pytest.approx(params.memory_level_share, abs=0.05)
     assert refit.memory_profile_quantiles is not None
     assert params.memory_profile_quantiles is not None
     assert refit.memory_profile_quantiles[50] == pytest.approx(
@@ -71,15 +75,26 @@ def test_fit_recovers_the_statistics_of_synthetic_data(drawn: LoadSeries) -> Non
     )
 
 
-def test_synthetic_memory_profile_peaks_at_one_per_series(drawn: LoadSeries) -> None:
+def test_synthetic_memory_profile_has_the_real_levels_per_series(drawn: LoadSeries) -> None:
     prof = drawn.memory_profile
+    params = default_genai_params()
     assert prof is not None
+    assert params.memory_profile_quantiles is not None
     assert prof.shape == drawn.values.shape
-    assert prof.min() >= 0.0
-    np.testing.assert_allclose(prof.max(axis=1), 1.0)
-    # without the memory fields there is no profile (older parameter files still load)
-    bare = replace(default_genai_params(), memory_profile_quantiles=None, memory_latent_ar1=None)
-    assert synthetic_duty_cycles(3, 10, np.random.default_rng(0), params=bare).memory_profile \
+    assert 0.0 <= prof.min() <= prof.max() <= 1.0
+    # pooled values follow the fitted quantiles; series differ in level, as real pods do
+    assert float(np.median(prof)) == pytest.approx(params.memory_profile_quantiles[50], abs=0.02)
+    means = prof.mean(axis=1)
+    assert means.std() > 0.5 * float(np.median(prof.std(axis=1)))
+
+
+def test_parameter_files_without_memory_fields_still_load() -> None:
+    data = json.loads(default_genai_params().to_json())
+    for key in ("memory_profile_quantiles", "memory_level_share", "memory_latent_ar1"):
+        del data[key]
+    old = GenaiParams.from_json(json.dumps(data), "old.json")
+    assert old.memory_latent_ar1 is None
+    assert synthetic_duty_cycles(3, 10, np.random.default_rng(0), params=old).memory_profile \
         is None
 
 
