@@ -9,9 +9,12 @@ same object the simulator drives - for the online share, and gives the GPU's off
 MPS reads ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` only when a client creates its context, and
 ``set_active_thread_percentage <server PID> <pct>`` in ``nvidia-cuda-mps-control`` changes it
 only for clients that connect to that server later. So a running offline client gets a new
-share by being restarted, and only when the share moved by more than ``threshold_pct`` (to
-avoid restart storms; offline jobs are expected to checkpoint). Online clients are never
-restarted for a share change. With several online services on one GPU, the busiest one decides.
+share by being restarted (offline jobs are expected to checkpoint on SIGTERM). A client whose
+share is above its target is restarted at once, however small the excess, since the online
+service needs those SMs now; one below its target only when the gap exceeds ``threshold_pct``
+(a restart costs the job its start-up time; ``sim.colocation`` charges the same cost as
+``offline_start_s``). Online clients are never restarted for a share change. With several
+online services on one GPU, the busiest one decides.
 
 :data:`SHARE_POLICIES` names the policies ``cotenant agent run --share-policy`` can use.
 """
@@ -98,7 +101,7 @@ class ShareController:
             for record in offline:
                 if record.status is Status.RUNNING:
                     applied = MAX_SHARE_PCT if record.applied_pct is None else record.applied_pct
-                    change = abs(applied - target) > self.threshold_pct
+                    change = applied > target or target - applied > self.threshold_pct
                 else:  # not running: the new share applies when it starts
                     change = record.share_pct != target
                 if change:

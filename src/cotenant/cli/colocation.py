@@ -82,6 +82,13 @@ def colocation(
     mps_share: Annotated[
         int, typer.Option(min=1, max=100, help="online SM share (%) of mps-fixed")
     ] = 50,
+    offline_start_s: Annotated[
+        float, typer.Option(min=0.0, help="seconds an offline job is down when placed")
+    ] = 30.0,
+    share_change_s: Annotated[
+        float, typer.Option(min=0.0, help="seconds a running offline job is down when its MPS "
+                            "share changes (a restart; 0 = shares change in place)")
+    ] = 30.0,
     run_frontier: Annotated[
         bool, typer.Option("--frontier", help="offline work against SLO violations instead")
     ] = False,
@@ -98,7 +105,9 @@ def colocation(
     notes: list[str] = []
     work = _workload(pods, nodes, load, memory, rng, hours, gpus, offline_demand, arrivals,
                      load_scale, slo_headroom, notes)
-    config = ColocationConfig(faults=FaultRates().scaled(fault_scale))
+    config = ColocationConfig(faults=FaultRates().scaled(fault_scale),
+                              offline_start_s=offline_start_s,
+                              share_change_s=share_change_s)
     settings_out: dict[str, object] = {
         "workload": work.description,
         "online GPUs": work.gpus,
@@ -107,6 +116,8 @@ def colocation(
         "load scale": load_scale,
         "intervals": f"{work.intervals} x {work.interval_s} s",
         "seed": seed,
+        "offline start (s)": offline_start_s,
+        "share change (s)": share_change_s,
         "rejected": work.rejected or "none",
     }
     err = Console(stderr=True)

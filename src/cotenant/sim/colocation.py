@@ -22,7 +22,12 @@ Per interval, in order:
    needs), or evicts the offline job if that share is above ``evict_above``. It reacts within
    ``guard_reaction_s`` (an assumption, 0.5 s): when that is under 1% of the interval the
    interval's p99 is the one after the action, else the one before;
-5. without a memory limit, a GPU whose online memory (``ColocationWorkload.online_memory_at``)
+5. an offline process is down for ``ColocationConfig.offline_start_s`` when it is placed,
+   and for ``share_change_s`` on every change of its MPS share in force (the dynamic share
+   or a guard throttle: MPS reads a client's share only when it creates its context, so the
+   job is restarted); its progress and busy time in the interval shrink by that time
+   (carried over when it is longer than an interval);
+6. without a memory limit, a GPU whose online memory (``ColocationWorkload.online_memory_at``)
    plus its offline job's exceeds the GPU is out of memory: the online service's allocation
    fails and it serves nothing that interval (an SLO violation, counted in ``online_ooms``);
    nothing frees the offline job's memory, so it goes on running.
@@ -49,6 +54,7 @@ from functools import partial
 import numpy as np
 import numpy.typing as npt
 
+from cotenant.errors import InputError
 from cotenant.perf import mps
 from cotenant.perf.predictor import PairPredictor, default_predictor
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy, Matching, Sharing
@@ -97,6 +103,10 @@ class ColocationRun:
     faults: dict[str, int]
     online_ooms: int = 0
     """GPU-intervals in which the online service ran out of memory."""
+    offline_starts: int = 0
+    """Offline processes started on a GPU (placements)."""
+    share_restarts: int = 0
+    """Running offline clients restarted to apply a new MPS share (incl. guard throttles)."""
 
     def summary(self) -> dict[str, object]:
         """Totals and means over the run, JSON-ready."""
@@ -115,6 +125,8 @@ class ColocationRun:
             "throttles": self.throttles,
             "evictions": self.evictions,
             "online_oom_intervals": self.online_ooms,
+            "offline_starts": self.offline_starts,
+            "share_restarts": self.share_restarts,
             "faults": dict(sorted(self.faults.items())),
         }
 
@@ -132,9 +144,25 @@ class IntervalState:
 
 @dataclass(frozen=True)
 class ColocationConfig:
+    """The environment a run assumes (not the policy's choices)."""
+
     faults: FaultRates = field(default_factory=FaultRates)
     block: int = 64
     slack: int = 16
+    offline_start_s: float = 30.0
+    """Seconds an offline process is down each time it starts on a GPU (placement). An
+    assumption, not a measurement; ``benchmarks/colocation.py --only restart`` sweeps it."""
+    share_change_s: float = 30.0
+    """Seconds a running offline job is down when its MPS share changes (the dynamic share
+    or a guard throttle). MPS reads a client's share only when it creates its context, so
+    the agent restarts the job (checkpoint on SIGTERM, start again): by default the same as
+    a start. 0 models an enforcement layer that changes shares in place (MuxFlow's xCUDA
+    throttles kernel launches inside the offline process)."""
+
+    def __post_init__(self) -> None:
+        for name in ("offline_start_s", "share_change_s"):
+            if not getattr(self, name) >= 0.0:
+                raise InputError(f"ColocationConfig.{name}", "must be a number >= 0")
 
 
 def run_colocation(
@@ -165,7 +193,8 @@ def run_colocation(
     running = np.zeros(steps, dtype=np.int64)
     served = np.zeros(steps, dtype=np.int64)
     faults: Counter[str] = Counter()
-    throttles = evictions = ooms = 0
+    throttles = evictions = ooms = starts = restarts = 0
+    starting = np.zeros(n)  # seconds the offline process on each GPU still needs to start
     prev_load = work.load[work.series, 0]
     admitted = work.peak_load <= pol.max_peak_load
     for t in range(steps):
@@ -176,6 +205,7 @@ def run_colocation(
             pol.share.needed(work.model, prev_load, work.slo_ms)
             if pol.share is not None else share
         )
+        before, kept = share.copy(), job_on >= 0
         if pol.shares_gpus:
             free = (job_on < 0) & (quarantine <= t) & admitted
             if pol.guard:
@@ -193,6 +223,8 @@ def run_colocation(
                 queue.put_back(unused)
                 job_on[mg] = mj
                 share[mg] = np.minimum(need_obs[mg], 100)
+                starting[mg] = config.offline_start_s
+                starts += len(mg)
         has = job_on >= 0
         prof = work.job_profile[np.maximum(job_on, 0)] if work.jobs else np.zeros(n, np.int64)
         if pol.sharing is Sharing.MPS and pol.share is not None:
@@ -226,18 +258,23 @@ def run_colocation(
             over = np.where(risk & quick, after > work.slo_ms, over)
             p99 = np.where(risk, after, p99)
         on = has & ~evict
+        # MPS fixes a client's share when it starts: a new share is a restart of the client
+        moved = kept & on & (share != before)
+        restarts += int(moved.sum())
+        starting = np.where(moved, np.maximum(starting, config.share_change_s), starting)
+        up = 1.0 - np.minimum(starting, work.interval_s) / work.interval_s
         p = share / 100.0
         if pol.sharing is Sharing.TIME_SLICING:
             p99 = np.where(on, mps.ts_p99_ms(load, serial, l100), p99)
             over = p99 > work.slo_ms
-            rate = np.where(on, mps.ts_offline_speed(load), 0.0)
+            rate = np.where(on, mps.ts_offline_speed(load) * up, 0.0)
             on_busy = np.minimum(load, 1.0)
-            sm = on_busy + (1.0 - on_busy) * np.where(on, _OFF_UTIL[prof], 0.0)
+            sm = on_busy + (1.0 - on_busy) * np.where(on, _OFF_UTIL[prof] * up, 0.0)
         else:
-            rate = np.where(on, mps.offline_speed(1.0 - p), 0.0)
+            rate = np.where(on, mps.offline_speed(1.0 - p) * up, 0.0)
             on_busy = mps.busy_fraction(load, p, serial)
-            sm = on_busy * p + np.where(on, _OFF_UTIL[prof] * (1.0 - p), 0.0)
-        off_busy = np.where(on & (rate > 0), _OFF_UTIL[prof], 0.0)
+            sm = on_busy * p + np.where(on, _OFF_UTIL[prof] * (1.0 - p) * up, 0.0)
+        off_busy = np.where(on & (rate > 0), _OFF_UTIL[prof] * up, 0.0)
         out["util"][t] = np.mean(1.0 - (1.0 - on_busy) * (1.0 - off_busy))
         out["sm"][t] = np.mean(np.minimum(sm, 1.0))
         job_mem = work.job_memory_mib[job_on] if work.jobs else np.zeros(n)
@@ -271,6 +308,7 @@ def run_colocation(
         job_on[stopped] = -1
         job_on[done] = -1
         share = np.where(job_on >= 0, share, 100).astype(np.int64)
+        starting = np.where(job_on >= 0, np.maximum(starting - work.interval_s, 0.0), 0.0)
         lo = max(0, t + 1 - pol.load_window)
         prev_load = work.load[work.series, lo:t + 1].max(axis=1)
         seen_mem = on_mem
@@ -288,4 +326,5 @@ def run_colocation(
         running=running,
         online_served=served, gpus=n, jobs_completed=int(ended.sum()), jct_mean_min=jct,
         throttles=throttles, evictions=evictions, faults=dict(faults), online_ooms=ooms,
+        offline_starts=starts, share_restarts=restarts,
     )

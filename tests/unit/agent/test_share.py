@@ -65,15 +65,22 @@ def test_share_follows_the_online_load(tmp_path: Path) -> None:
     assert policy.seen[-1].online_share_pct == 90
 
 
-def test_small_changes_do_not_restart(tmp_path: Path) -> None:
+def test_small_gains_for_offline_do_not_restart_small_losses_do(tmp_path: Path) -> None:
     agent, controller, _ = setup(tmp_path)
     tick(agent, controller)
     pid = agent.record("train").pid
     web_pid = agent.record("web").pid
     assert web_pid is not None
-    agent.node.set_util(web_pid, 35.0)  # share 55 -> offline 45: within 10 points of 50
+    agent.node.set_util(web_pid, 25.0)  # share 45 -> offline 55: within 10 points of 50
     tick(agent, controller, 2.0)
     assert agent.record("train").pid == pid
+    assert agent.record("train").applied_pct == 50
+    # share 55 -> offline 45: only 5 points, but the online service needs them now
+    agent.node.set_util(web_pid, 35.0)
+    tick(agent, controller, 2.0)
+    train = agent.record("train")
+    assert train.pid != pid
+    assert train.applied_pct == 45
 
 
 def test_static_policy_from_the_registry() -> None:

@@ -107,3 +107,26 @@ def test_load_and_memory_files_drive_online_memory(
     ooms = {p["policy"]: p["online_oom_intervals"] for p in data["policies"]}
     assert ooms["time-slicing"] > 0  # memory cycling 1-3 GiB: placed by free memory, it OOMs
     assert ooms["muxflow"] == 0
+
+
+def test_offline_start_time_is_an_option_and_changes_the_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def muxflow(start: str) -> dict[str, float]:
+        code, out, _ = run(
+            capsys, "simulate", "colocation", "--gpus", "40", "--hours", "1", "-p", "muxflow",
+            "--offline-start-s", start, "--share-change-s", start, "--json",
+        )
+        assert code == 0
+        data = json.loads(out)
+        assert data["settings"]["offline start (s)"] == float(start)
+        assert data["settings"]["share change (s)"] == float(start)
+        row: dict[str, float] = data["policies"][0]
+        return row
+
+    free, slow = muxflow("0"), muxflow("60")
+    assert free["share_restarts"] > 0
+    assert slow["offline_throughput"] < free["offline_throughput"]
+    code, _, err = run(capsys, "simulate", "colocation", "--offline-start-s", "-5")
+    assert code == 2
+    assert "offline-start-s" in err

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
+from cotenant.errors import InputError
 from cotenant.policies.colocation import COLOCATION
 from cotenant.sim.colocation import ColocationConfig, IntervalState, run_colocation
 from cotenant.sim.colocation_faults import FAULTS, FaultRates
@@ -20,6 +23,7 @@ from cotenant.traces.genai import load_duty_cycles
 from cotenant.traces.source import load_workload
 
 POLICIES = ("dedicated", "mps-fixed", "time-slicing", "muxflow")
+FloatArray = npt.NDArray[np.float64]
 
 
 @pytest.fixture(scope="module")
@@ -168,10 +172,69 @@ def test_completion_time_counts_from_each_jobs_arrival(work: ColocationWorkload)
         job_memory_mib=np.array([1024.0]), job_work_s=np.array([float(work.interval_s)]),
         job_profile=np.zeros(1, dtype=np.int64), job_arrival=np.array([k], dtype=np.int64),
     )
-    run = run_colocation(one, "time-slicing", 0, ColocationConfig(faults=FaultRates(0, 0, 0, 0)))
+    instant = ColocationConfig(faults=FaultRates(0, 0, 0, 0), offline_start_s=0.0)
+    run = run_colocation(one, "time-slicing", 0, instant)
     assert run.jobs_completed == 1
     assert run.running[:k].sum() == 0  # not offered before it arrives
     assert run.jct_mean_min == pytest.approx(work.interval_s / 60.0)
+    # a process start of half an interval: half the work in the first interval, done in two
+    slow = run_colocation(one, "time-slicing", 0, replace(instant, offline_start_s=30.0))
+    assert slow.offline_throughput[k] == pytest.approx(0.5)
+    assert slow.offline_starts == 1
+    assert slow.jct_mean_min == pytest.approx(2 * work.interval_s / 60.0)
+
+
+def _one_gpu(work: ColocationWorkload, load: FloatArray) -> ColocationWorkload:
+    """One online GPU at ``load`` over time and one long offline job arriving at once."""
+    return replace(
+        work, gpu_memory_mib=np.array([81920.0]), model=work.model[:1],
+        online_memory_mib=np.array([8192.0]), slo_ms=work.slo_ms[:1],
+        series=np.zeros(1, dtype=np.int64), load=load[None, :], memory_profile=None,
+        job_memory_mib=np.array([4096.0]), job_work_s=np.array([1e7]),
+        job_profile=np.zeros(1, dtype=np.int64), job_arrival=np.array([0]),
+    )
+
+
+def test_an_mps_share_change_restarts_the_offline_client(work: ColocationWorkload) -> None:
+    # quiet, then busy from interval 6 on: MuxFlow must give the online service more SMs
+    load = np.where(np.arange(12) < 6, 0.01, 0.3)
+    one = _one_gpu(work, load)
+    quiet = ColocationConfig(faults=FaultRates(0, 0, 0, 0))
+    seen: list[IntervalState] = []
+    run = run_colocation(one, "muxflow", 0, quiet, on_interval=seen.append)
+    shares = [int(s.online_share[0]) for s in seen]
+    assert shares[5] < shares[6]  # raised as the load rose
+    assert run.share_restarts == sum(a != b for a, b in pairwise(shares))
+    assert run.share_restarts >= 1
+    assert run.offline_starts == 1
+    free = run_colocation(one, "muxflow", 0,
+                          replace(quiet, offline_start_s=0.0, share_change_s=0.0))
+    lost = free.offline_throughput - run.offline_throughput
+    # each (re)start costs half an interval of the speed the job would have had
+    starts = [0] + [i for i in range(1, 12) if shares[i] != shares[i - 1]]
+    assert np.allclose(lost[starts], free.offline_throughput[starts] / 2)
+    assert np.allclose(np.delete(lost, starts), 0.0)
+    # shares changed in place: only the placement costs
+    in_place = run_colocation(one, "muxflow", 0, replace(quiet, share_change_s=0.0))
+    assert np.allclose((free.offline_throughput - in_place.offline_throughput)[1:], 0.0)
+    assert in_place.offline_throughput[0] == pytest.approx(free.offline_throughput[0] / 2)
+    # the static baselines never change a running client's share
+    for name in ("mps-fixed", "time-slicing"):
+        assert run_colocation(one, name, 0, quiet).share_restarts == 0
+
+
+def test_a_start_longer_than_an_interval_carries_over(work: ColocationWorkload) -> None:
+    one = _one_gpu(work, np.full(6, 0.01))
+    config = ColocationConfig(faults=FaultRates(0, 0, 0, 0), offline_start_s=90.0)
+    run = run_colocation(one, "mps-fixed", 0, config)
+    assert run.offline_throughput[0] == 0.0
+    full = run.offline_throughput[2]
+    assert full > 0.0
+    assert run.offline_throughput[1] == pytest.approx(full / 2)
+    with pytest.raises(InputError):
+        ColocationConfig(offline_start_s=-1.0)
+    with pytest.raises(InputError):
+        ColocationConfig(share_change_s=float("nan"))
 
 
 def _growing(work: ColocationWorkload, steps: int, arrival: int) -> ColocationWorkload:

@@ -25,10 +25,22 @@ def test_share_keeps_the_slo_with_margin_and_is_small_at_low_load() -> None:
     obs = OnlineObservation("resnet50", load=0.05, slo_ms=80.0, online_share_pct=100)
     fresh = OnlineObservation("resnet50", load=0.05, slo_ms=80.0, online_share_pct=10)
     share = policy.online_share(fresh)
-    assert _p99("resnet50", 0.05, share, policy) <= 80.0 * 0.9
+    assert _p99("resnet50", 0.05, share, policy) <= 80.0 * (1.0 - policy.margin)
     assert share < 60
-    # lowering from 100 is slow: at most max_drop per decision
-    assert policy.online_share(obs) == 100 - policy.max_drop
+    # the default drops straight to the need (a change is a restart: make it count)
+    assert policy.online_share(obs) == share
+    # a capped policy lowers by at most max_drop per decision
+    assert DynamicShare(max_drop=10).online_share(obs) == 90
+
+
+def test_default_lowers_only_for_a_large_move() -> None:
+    policy = DynamicShare()
+    idx = np.array([mps.model_index("resnet50")])
+    need = int(policy.needed(idx, np.array([0.05]), np.array([80.0]))[0])
+    near = OnlineObservation("resnet50", 0.05, 80.0, need + policy.step - 1)
+    far = OnlineObservation("resnet50", 0.05, 80.0, need + policy.step)
+    assert policy.online_share(near) == need + policy.step - 1
+    assert policy.online_share(far) == need
 
 
 def test_raises_at_once_when_the_slo_is_at_risk() -> None:
