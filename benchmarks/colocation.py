@@ -12,12 +12,15 @@
   (online share, admitted peak load, memory limit): offline throughput against SLO
   violations.
 * ``sweep``: the real run with the duty cycles scaled by 1-4x (a busier online fleet).
+* ``restart``: the real run as the offline start-up time (paid on placement and on every MPS
+  share change) goes from 0 to 60 s, and with shares changed in place (30 s starts only).
 
     .venv/bin/python benchmarks/colocation.py            # real + scale
     .venv/bin/python benchmarks/colocation.py --only scale
     .venv/bin/python benchmarks/colocation.py --only sensitivity   # guard reaction x window
     .venv/bin/python benchmarks/colocation.py --only frontier
     .venv/bin/python benchmarks/colocation.py --only sweep
+    .venv/bin/python benchmarks/colocation.py --only restart   # offline start-up time
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from pathlib import Path
 import numpy as np
 
 from cotenant.policies.colocation import COLOCATION
-from cotenant.sim.colocation import run_colocation
+from cotenant.policies.colocation.share import DynamicShare
+from cotenant.sim.colocation import ColocationConfig, run_colocation
 from cotenant.sim.colocation_frontier import best_within, frontier, pareto
 from cotenant.sim.colocation_workload import (
     ColocationWorkload,
@@ -91,6 +95,34 @@ def real(seed: int) -> dict[str, object]:
         "targets": targets,
         "total_wall_s": round(time.perf_counter() - started, 2),
     }
+
+
+def restart(seed: int) -> list[dict[str, object]]:
+    """The real run as the offline start-up time varies (0 = MPS shares change for free), with
+    MuxFlow's restart-aware defaults and its earlier eager hysteresis (5-point step, 10%
+    margin, drops of at most 10 points)."""
+    work = _real_workload(seed)
+    eager = replace(COLOCATION.create("muxflow"),
+                    share=DynamicShare(margin=0.1, step=5, max_drop=10))
+    rows = []
+    mux = COLOCATION.create("muxflow")
+    runs = [
+        (start, start, (("mps-fixed", COLOCATION.create("mps-fixed")),
+                        ("time-slicing", COLOCATION.create("time-slicing")),
+                        ("muxflow", mux), ("muxflow eager", eager)))
+        for start in (0.0, 10.0, 30.0, 60.0)
+    ]
+    runs.append((30.0, 0.0, (("muxflow", mux), ("muxflow eager", eager))))  # in-place shares
+    for start, change, policies in runs:
+        config = ColocationConfig(offline_start_s=start, share_change_s=change)
+        for label, policy in policies:
+            s = run_colocation(work, policy, seed, config).summary()
+            rows.append({
+                "offline_start_s": start, "share_change_s": change, "policy": label,
+                **{k: s[k] for k in ("utilisation_pct", "slo_violation_pct",
+                                     "offline_throughput", "share_restarts", "throttles")},
+            })
+    return rows
 
 
 def sensitivity(seed: int) -> list[dict[str, object]]:
@@ -182,7 +214,9 @@ def scale(seed: int, gpus: int, hours: float) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("real", "scale", "sensitivity", "frontier", "sweep"))
+    parser.add_argument(
+        "--only", choices=("real", "scale", "sensitivity", "frontier", "sweep", "restart")
+    )
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--gpus", type=int, default=20_000)
     parser.add_argument("--hours", type=float, default=24.0)
@@ -202,6 +236,8 @@ def main() -> None:
         out["frontier"] = frontier_run(args.seed)
     if args.only == "sweep":
         out["sweep"] = sweep(args.seed)
+    if args.only == "restart":
+        out["restart"] = restart(args.seed)
     if args.only in (None, "scale"):
         out["scale"] = scale(args.seed, args.gpus, args.hours)
     out["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
