@@ -120,7 +120,8 @@ def restart(seed: int) -> list[dict[str, object]]:
             rows.append({
                 "offline_start_s": start, "share_change_s": change, "policy": label,
                 **{k: s[k] for k in ("utilisation_pct", "slo_violation_pct",
-                                     "offline_throughput", "share_restarts", "throttles")},
+                                     "offline_throughput", "share_changes", "throttles",
+                                     "colocated_gpu_intervals")},
             })
     return rows
 
@@ -138,7 +139,8 @@ def sensitivity(seed: int) -> list[dict[str, object]]:
             rows.append({
                 "load_window": window, "guard_reaction_s": reaction,
                 **{k: s[k] for k in ("utilisation_pct", "slo_violation_pct",
-                                     "offline_throughput", "throttles", "evictions")},
+                                     "offline_throughput", "throttles", "evictions",
+                                     "share_changes")},
             })
     return rows
 

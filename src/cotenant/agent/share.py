@@ -13,7 +13,7 @@ share by being restarted (offline jobs are expected to checkpoint on SIGTERM). A
 share is above its target is restarted at once, however small the excess, since the online
 service needs those SMs now; one below its target only when the gap exceeds ``threshold_pct``
 (a restart costs the job its start-up time; ``sim.colocation`` charges the same cost as
-``offline_start_s``). Online clients are never restarted for a share change. With several
+``share_change_s``). Online clients are never restarted for a share change. With several
 online services on one GPU, the busiest one decides.
 
 :data:`SHARE_POLICIES` names the policies ``cotenant agent run --share-policy`` can use.

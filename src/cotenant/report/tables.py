@@ -61,7 +61,7 @@ def summary_table(summary: Sequence[PolicySummary], at_percent: int, title: str)
 
 COLOCATION_HEADERS = (
     "policy", "util %", "SM act. %", "mem %", "SLO viol. %", "online OOM", "offline tput",
-    "jobs done", "JCT min", "throttles", "evictions", "share restarts", "faults",
+    "jobs done", "JCT min", "throttles", "evictions", "share changes", "faults",
 )
 
 
@@ -79,7 +79,7 @@ def colocation_rows(rows: Sequence[dict[str, object]]) -> tuple[list[str], list[
             str(r.get("online_oom_intervals", 0)), f"{r['offline_throughput']:.4f}",
             str(r["jobs_completed"]),
             f"{r['jct_mean_min']:.1f}", str(r["throttles"]), str(r["evictions"]),
-            str(r.get("share_restarts", 0)), str(injected),
+            str(r.get("share_changes", 0)), str(injected),
         ])
     return list(COLOCATION_HEADERS), body
 
@@ -90,8 +90,8 @@ def colocation_table(rows: Sequence[dict[str, object]]) -> Table:
         title="Online/offline co-location", box=box.SIMPLE_HEAD, pad_edge=False,
         caption="utilisation = share of time a kernel runs (nvidia-smi); offline tput = "
         "offline work in whole-GPU equivalents per online GPU; online OOM = GPU-intervals the "
-        "online service ran out of memory; share restarts = offline clients restarted to take "
-        "a new MPS share; faults = injected",
+        "online service ran out of memory; share changes = running offline clients given a new "
+        "MPS share (a restart each, unless --share-change-s is 0); faults = injected",
     )
     for h in head:
         table.add_column(h, justify="left" if h == "policy" else "right")

@@ -46,6 +46,7 @@ run is reproducible bit for bit.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -105,8 +106,10 @@ class ColocationRun:
     """GPU-intervals in which the online service ran out of memory."""
     offline_starts: int = 0
     """Offline processes started on a GPU (placements)."""
-    share_restarts: int = 0
-    """Running offline clients restarted to apply a new MPS share (incl. guard throttles)."""
+    share_changes: int = 0
+    """Changes of a running offline client's MPS share (the share policy's, and the guard's
+    throttles of jobs placed before this interval); each is a restart unless
+    ``ColocationConfig.share_change_s`` is 0."""
 
     def summary(self) -> dict[str, object]:
         """Totals and means over the run, JSON-ready."""
@@ -125,8 +128,9 @@ class ColocationRun:
             "throttles": self.throttles,
             "evictions": self.evictions,
             "online_oom_intervals": self.online_ooms,
+            "colocated_gpu_intervals": int(self.running.sum()),
             "offline_starts": self.offline_starts,
-            "share_restarts": self.share_restarts,
+            "share_changes": self.share_changes,
             "faults": dict(sorted(self.faults.items())),
         }
 
@@ -161,8 +165,9 @@ class ColocationConfig:
 
     def __post_init__(self) -> None:
         for name in ("offline_start_s", "share_change_s"):
-            if not getattr(self, name) >= 0.0:
-                raise InputError(f"ColocationConfig.{name}", "must be a number >= 0")
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0.0):
+                raise InputError(f"ColocationConfig.{name}", f"{value} is not a finite number >= 0")
 
 
 def run_colocation(
@@ -227,13 +232,21 @@ def run_colocation(
                 starts += len(mg)
         has = job_on >= 0
         prof = work.job_profile[np.maximum(job_on, 0)] if work.jobs else np.zeros(n, np.int64)
-        if pol.sharing is Sharing.MPS and pol.share is not None:
-            share = np.where(has, pol.share.hold(need_obs, share), 100).astype(np.int64)
         inter = np.where(
             has & (pol.sharing is Sharing.MPS),
             1.0 + (mps.MPS_LIMITED_INTERFERENCE - 1.0) * _MEM_UTIL[prof] / _MEM_UTIL.mean(),
             1.0,
         )
+        if pol.sharing is Sharing.MPS and pol.share is not None:
+            # a pair's share is sized with its own interference, as the guard sizes a throttle
+            idx = np.flatnonzero(has)
+            need_pair = need_obs.copy()
+            need_pair[idx] = pol.share.needed(
+                work.model[idx], prev_load[idx], work.slo_ms[idx], inter[idx]
+            )
+            fresh = has & ~kept
+            share = np.where(fresh, np.minimum(need_pair, 100), share)
+            share = np.where(has, pol.share.hold(need_pair, share), 100).astype(np.int64)
         p99 = mps.p99_ms(load, share / 100.0, serial, l100, inter)
         over = p99 > work.slo_ms
         evict = np.zeros(n, dtype=bool)
@@ -259,7 +272,7 @@ def run_colocation(
             p99 = np.where(risk, after, p99)
         on = has & ~evict
         # MPS fixes a client's share when it starts: a new share is a restart of the client
-        moved = kept & on & (share != before)
+        moved = kept & on & (share != before) & (pol.sharing is Sharing.MPS)
         restarts += int(moved.sum())
         starting = np.where(moved, np.maximum(starting, config.share_change_s), starting)
         up = 1.0 - np.minimum(starting, work.interval_s) / work.interval_s
@@ -326,5 +339,5 @@ def run_colocation(
         running=running,
         online_served=served, gpus=n, jobs_completed=int(ended.sum()), jct_mean_min=jct,
         throttles=throttles, evictions=evictions, faults=dict(faults), online_ooms=ooms,
-        offline_starts=starts, share_restarts=restarts,
+        offline_starts=starts, share_changes=restarts,
     )

@@ -125,7 +125,7 @@ def test_offline_start_time_is_an_option_and_changes_the_run(
         return row
 
     free, slow = muxflow("0"), muxflow("60")
-    assert free["share_restarts"] > 0
+    assert free["share_changes"] > 0
     assert slow["offline_throughput"] < free["offline_throughput"]
     code, _, err = run(capsys, "simulate", "colocation", "--offline-start-s", "-5")
     assert code == 2

@@ -9,10 +9,10 @@ by at most ``max_drop`` points per decision. :class:`FixedShare` is a constant s
 
 The defaults (5% margin, 30-point step, no cap on a drop) are restart-aware: MPS fixes an
 offline client's share when it starts, so every change restarts the job (``sim.colocation``
-charges ``offline_start_s`` for it, 30 s by default). They were chosen on the synthetic
-workload (400 GPUs x 12 h, seed 1), not on the trace the benchmark reports: there a 5-point
-step gives 0.47 offline throughput and a 30-point step 0.58 (``docs/benchmarks.md``). The 5%
-margin equals the guard's trigger (95% of the SLO), so a decided share sits below it.
+charges ``share_change_s`` for it, 30 s by default). They were chosen on the synthetic
+workload (400 GPUs x 12 h, seed 1), not on the trace the benchmark reports
+(``docs/benchmarks.md`` gives both). The 5% margin equals the guard's trigger (95% of the
+SLO): sized with the same interference, a decided share sits below it.
 
 Both implement :class:`~cotenant.policies.colocation.contract.SharePolicy` for one
 observation, and ``shares`` for arrays of services, which the simulator calls each interval;
@@ -65,12 +65,15 @@ class DynamicShare:
             raise InputError("DynamicShare.interference", "a slowdown factor is >= 1")
 
     def needed(
-        self, model: IntArray, load: FloatArray, slo_ms: FloatArray
+        self, model: IntArray, load: FloatArray, slo_ms: FloatArray,
+        interference: FloatArray | None = None,
     ) -> IntArray:
-        """The smallest share (percent) meeting the SLO with margin; 101 where none does."""
+        """The smallest share (percent) meeting the SLO with margin; 101 where none does.
+        ``interference``: the co-runner's slowdown per service where known (the simulator
+        knows each pair's), else :attr:`interference`."""
         need = mps.min_share(
             load, slo_ms * (1.0 - self.margin), mps.ONLINE_SERIAL[model],
-            mps.ONLINE_L100[model], self.interference,
+            mps.ONLINE_L100[model], self.interference if interference is None else interference,
         )
         return np.where(need <= MAX_SHARE_PCT, np.maximum(need, self.min_share), need)
 
@@ -105,7 +108,10 @@ class FixedShare:
     def __post_init__(self) -> None:
         check_share_pct(self.share, "FixedShare.share")
 
-    def needed(self, model: IntArray, load: FloatArray, slo_ms: FloatArray) -> IntArray:
+    def needed(
+        self, model: IntArray, load: FloatArray, slo_ms: FloatArray,
+        interference: FloatArray | None = None,
+    ) -> IntArray:
         return np.full(np.shape(load), self.share, dtype=np.int64)
 
     def shares(
