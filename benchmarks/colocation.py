@@ -102,8 +102,7 @@ def restart(seed: int) -> list[dict[str, object]]:
     MuxFlow's restart-aware defaults and its earlier eager hysteresis (5-point step, 10%
     margin, drops of at most 10 points)."""
     work = _real_workload(seed)
-    eager = replace(COLOCATION.create("muxflow"),
-                    share=DynamicShare(margin=0.1, step=5, max_drop=10))
+    eager = COLOCATION.create("muxflow", share=DynamicShare(margin=0.1, step=5, max_drop=10))
     rows = []
     mux = COLOCATION.create("muxflow")
     runs = [

@@ -206,16 +206,15 @@ def run_colocation(
         load = work.load[work.series, t]
         on_mem = work.online_memory_at(t)
         room = room_peak if pol.memory_limit else work.gpu_memory_mib - seen_mem
-        need_obs = (
-            pol.share.needed(work.model, prev_load, work.slo_ms)
-            if pol.share is not None else share
-        )
         before, kept = share.copy(), job_on >= 0
         if pol.shares_gpus:
-            free = (job_on < 0) & (quarantine <= t) & admitted
-            if pol.guard:
-                free &= need_obs <= pol.evict_above
-            gpus = np.flatnonzero(free)
+            gpus = np.flatnonzero((job_on < 0) & (quarantine <= t) & admitted)
+            if pol.guard:  # not where the guard would evict at once
+                need = (
+                    pol.share.needed(work.model[gpus], prev_load[gpus], work.slo_ms[gpus])
+                    if pol.share is not None else share[gpus]
+                )
+                gpus = gpus[need <= pol.evict_above]
             if len(gpus):
                 weights = (
                     partial(pair_weights, work, prev_load, predictor=chosen)
@@ -227,7 +226,6 @@ def run_colocation(
                 )
                 queue.put_back(unused)
                 job_on[mg] = mj
-                share[mg] = np.minimum(need_obs[mg], 100)
                 starting[mg] = config.offline_start_s
                 starts += len(mg)
         has = job_on >= 0
@@ -238,15 +236,15 @@ def run_colocation(
             1.0,
         )
         if pol.sharing is Sharing.MPS and pol.share is not None:
-            # a pair's share is sized with its own interference, as the guard sizes a throttle
+            # a pair's share is sized with its own interference, as the guard sizes a throttle;
+            # a new pair starts at its need, a kept one moves by the policy's hysteresis
             idx = np.flatnonzero(has)
-            need_pair = need_obs.copy()
-            need_pair[idx] = pol.share.needed(
+            need_pair = pol.share.needed(
                 work.model[idx], prev_load[idx], work.slo_ms[idx], inter[idx]
             )
-            fresh = has & ~kept
-            share = np.where(fresh, np.minimum(need_pair, 100), share)
-            share = np.where(has, pol.share.hold(need_pair, share), 100).astype(np.int64)
+            current = np.where(kept[idx], share[idx], np.minimum(need_pair, 100))
+            share = np.full(n, 100, dtype=np.int64)
+            share[idx] = pol.share.hold(need_pair, current)
         p99 = mps.p99_ms(load, share / 100.0, serial, l100, inter)
         over = p99 > work.slo_ms
         evict = np.zeros(n, dtype=bool)

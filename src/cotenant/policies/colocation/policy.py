@@ -142,14 +142,14 @@ def time_slicing(max_peak_load: float = 1.0, memory_limit: bool = False) -> Colo
 
 @COLOCATION.register("muxflow")
 def muxflow(
-    margin: float = 0.05, step: int = 30, max_drop: int = 100, guard_threshold: float = 0.95,
-    evict_above: int = 95,
+    share: DynamicShare | None = None, guard_threshold: float = 0.95, evict_above: int = 95
 ) -> ColocationPolicy:
+    """MuxFlow; ``share`` defaults to :class:`DynamicShare`'s restart-aware defaults."""
     return ColocationPolicy(
         "muxflow",
         Sharing.MPS,
         Matching.MAX_WEIGHT,
-        share=DynamicShare(margin=margin, step=step, max_drop=max_drop),
+        share=share if share is not None else DynamicShare(),
         guard=True,
         memory_limit=True,
         guard_threshold=guard_threshold,
