@@ -1,7 +1,9 @@
 """Online latency and offline speed under MPS SM shares and time slicing, vectorised.
 
 Every constant below is copied from ``../shared/reference/calibration.md`` (which names the
-public artefact each number comes from) or is a fit to those numbers done here:
+public artefact each number comes from), read from the Tally tables shipped in
+``perf/data`` (:mod:`cotenant.perf.published`, shared with the pair predictor), or is a fit
+to those numbers done here:
 
 * **Latency vs SM share** (calibration.md section 2, MIGER ``jobs/profile/online_profile``,
   A100-80GB 7g instance, batch 32): the MPS active-thread rows 100..30% per model. We fit
@@ -49,6 +51,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import brentq
 
+from cotenant.perf import published
+
 FloatArray = npt.NDArray[np.float64]
 
 MPS_PERCENT = (100, 90, 80, 70, 60, 50, 40, 30)
@@ -90,22 +94,35 @@ OFFLINE_RUNTIME_S: dict[str, tuple[float, ...]] = {
     "deeplabv3": (10.4, 16.0, 17.9, 29.1, 55.8),
 }
 
-# Tally priority-aware-perf.csv, means over the 12 pairs (calibration.md section 3).
-P99_RATIO = {"mps": 3.90, "mps-priority": 2.96, "time-slicing": 2.38}
-BE_NORMALISED_TPUT = {"mps": 0.87, "mps-priority": 0.85, "time-slicing": 0.54}
-MPS_LIMITED_INTERFERENCE = 1.27
+# Tally priority-aware-perf.csv (``perf/data/tally_pairs.csv``): means over the 12 pairs,
+# rounded to two decimals as calibration.md section 3 reports them.
+_PAIRS = published.tally_pairs()
+_MECH = {"mps": "mps", "mps-priority": "mps_priority", "time-slicing": "time_slicing"}
+P99_RATIO = {
+    k: round(float(np.mean([p.hp_p99_ratio[m] for p in _PAIRS])), 2) for k, m in _MECH.items()
+}
+BE_NORMALISED_TPUT = {
+    k: round(float(np.mean([p.be_norm_tput[m] for p in _PAIRS])), 2) for k, m in _MECH.items()
+}
+MPS_LIMITED_INTERFERENCE = min(p.hp_p99_ratio["mps_priority"] for p in _PAIRS)
 """Residual online slowdown beside an offline job when MPS limits SMs (smallest MPS-priority
-p99 ratio in Tally's table); an assumption documented in the module docstring."""
+p99 ratio in Tally's table, 1.27); an assumption documented in the module docstring."""
 TALLY_HP_LOAD = 0.5
 """The inference server's load in Tally's co-location runs."""
 TS_OFFLINE_EFFICIENCY = BE_NORMALISED_TPUT["time-slicing"] / (1.0 - TALLY_HP_LOAD)
 """Offline progress per second of online idle time under time slicing (Tally: 0.54 / 0.5)."""
 
-# Tally single-job-perf.csv footprints (MB) and solo GPU utilisation of the training jobs.
-TRAINING_MEMORY_MB = (9717.0, 12685.0, 11285.0, 14131.0, 18129.0, 9615.0)
-TRAINING_GPU_UTIL = (0.49994, 0.99506, 0.9323, 0.89767, 0.8945, 0.98041)
-TRAINING_MEM_UTIL = (0.12714, 0.10586, 0.31347, 0.29368, 0.34834, 0.24445)
-SERVER_MEMORY_FRACTION = (1475.0 + 15915.0) / 2 / 40960.0
+# Tally single-job-perf.csv (``perf/data/tally_jobs.csv``): footprints (MB), memory-bandwidth
+# and GPU utilisation of the training jobs, in file order (a job profile is an index here).
+# The file's percentages have at most five decimals; rounding the fractions to seven drops
+# the division's last-bit noise, so the values are the decimals the file states.
+_TRAINING = [j for j in published.tally_jobs() if j.kind == "training"]
+TRAINING_MEMORY_MB = tuple(j.memory_mb for j in _TRAINING)
+TRAINING_GPU_UTIL = tuple(round(j.gpu_util, 7) for j in _TRAINING)
+TRAINING_MEM_UTIL = tuple(round(j.mem_util, 7) for j in _TRAINING)
+SERVER_MEMORY_FRACTION = float(np.mean(
+    [j.memory_mb for j in published.tally_jobs() if j.kind == "inference-server"]
+)) / published.tally_gpu_memory_mib()
 """Mean inference-server footprint over the A100-40GB memory (Tally), for pods without one."""
 
 

@@ -41,26 +41,20 @@ that figure is slightly optimistic.
 
 from __future__ import annotations
 
-import csv
-import io
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
 import numpy as np
 
 from cotenant.errors import InputError
-from cotenant.model.gpu import CATALOG
+from cotenant.perf import published
 
 RIDGE = 0.01
 """Ridge penalty per training row on the five non-intercept weights."""
 FLOOR = 0.01
 """Smallest predicted speed: a co-located job never stops entirely."""
 SCHEMES = ("job", "pair")
-TALLY_GPU = "A100-40GB"
-"""The GPU of Tally's measurements (GCP a2-highgpu-1g)."""
 
 
 @dataclass(frozen=True)
@@ -224,58 +218,32 @@ def evaluate(
 # --- shipped data --------------------------------------------------------------------------
 
 
-def _table(name: str) -> list[tuple[int, dict[str, str]]]:
-    """Rows of a package-data CSV (``#`` lines are its source note) with their line numbers."""
-    text = resources.files("cotenant.perf").joinpath(f"data/{name}").read_text(encoding="utf-8")
-    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if not line.startswith("#")]
-    reader = csv.DictReader(io.StringIO("\n".join(line for _, line in lines)))
-    return [(lines[reader.line_num - 1][0], row) for row in reader]
-
-
-def _num(name: str, line: int, row: dict[str, str], col: str, scale: float = 1.0) -> float:
-    try:
-        value = float(row[col]) / scale
-    except (KeyError, TypeError, ValueError):
-        raise InputError(f"{name}:{line}:{col}", f"{row.get(col)!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise InputError(f"{name}:{line}:{col}", f"{value} must be a finite number >= 0")
-    return value
-
-
 def tally_pairs() -> list[PairRow]:
     """Tally's 12 inference-server + training pairs under MPS, with solo footprints."""
-    gpu_mib = CATALOG.get(TALLY_GPU).memory_mib
-    if gpu_mib is None:  # pragma: no cover - the catalog lists A100-40GB's memory
-        raise InputError(TALLY_GPU, "the catalog does not know this GPU's memory")
-    jobs: dict[str, SoloProfile] = {}
-    for line, row in _table("tally_jobs.csv"):
-        util = _num("tally_jobs.csv", line, row, "gpu_util_pct", 100.0)
-        mem = _num("tally_jobs.csv", line, row, "gpu_mem_mb", float(gpu_mib))
-        jobs[row["job"]] = SoloProfile(util, util, mem)
-    out = []
-    for line, row in _table("tally_pairs.csv"):
-        ratio = _num("tally_pairs.csv", line, row, "hp_p99_ratio_mps")
-        tput = _num("tally_pairs.csv", line, row, "be_norm_tput_mps")
-        hp, be = row["hp_job"], row["be_job"]
-        if hp not in jobs or be not in jobs:
-            raise InputError(f"tally_pairs.csv:{line}", f"job {hp!r} or {be!r} has no footprint")
-        out.append(PairRow(hp, be, jobs[hp], jobs[be], min(1.0, 1.0 / ratio), min(1.0, tput)))
-    return out
+    gpu_mib = published.tally_gpu_memory_mib()
+    jobs = {j.name: SoloProfile(j.gpu_util, j.gpu_util, j.memory_mb / gpu_mib)
+            for j in published.tally_jobs()}
+    return [
+        PairRow(p.hp_job, p.be_job, jobs[p.hp_job], jobs[p.be_job],
+                min(1.0, 1.0 / p.hp_p99_ratio["mps"]), min(1.0, p.be_norm_tput["mps"]))
+        for p in published.tally_pairs()
+    ]
 
 
 def gavel_pairs(gpu: str = "V100") -> list[PairRow]:
     """Gavel's 28 single-GPU training pairs on ``gpu`` (V100 or P100), features derived from
     isolated throughputs (see the module docstring)."""
     speedup = {
-        row["job"]: _num("gavel_jobs.csv", line, row, "v100_steps_per_s")
-        / _num("gavel_jobs.csv", line, row, "p100_steps_per_s")
-        for line, row in _table("gavel_jobs.csv")
+        row["job"]: published.number("gavel_jobs.csv", line, row, "v100_steps_per_s")
+        / published.number("gavel_jobs.csv", line, row, "p100_steps_per_s")
+        for line, row in published.table("gavel_jobs.csv")
     }
     top = max(speedup.values())
     solo = {job: SoloProfile(s / top, s / top, 0.0) for job, s in speedup.items()}
     cell = {
-        (row["row_job"], row["col_job"]): _num("gavel_pairs.csv", line, row, "row_norm_tput")
-        for line, row in _table("gavel_pairs.csv")
+        (row["row_job"], row["col_job"]):
+            published.number("gavel_pairs.csv", line, row, "row_norm_tput")
+        for line, row in published.table("gavel_pairs.csv")
         if row["gpu"] == gpu
     }
     if not cell:

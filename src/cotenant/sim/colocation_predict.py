@@ -31,10 +31,5 @@ def pair_weights(
     a_mem = (work.online_memory_mib[gpus] / work.gpu_memory_mib[gpus])[:, None]
     b_util = np.asarray(mps.TRAINING_GPU_UTIL)[work.job_profile[jobs]][None, :]
     b_mem = work.job_memory_mib[jobs][None, :] / work.gpu_memory_mib[gpus][:, None]
-    shape = (len(gpus), len(jobs))
-    sa, sb = predictor.predict(
-        np.broadcast_to(a_util, shape), np.broadcast_to(a_util, shape),
-        np.broadcast_to(a_mem, shape), np.broadcast_to(b_util, shape),
-        np.broadcast_to(b_util, shape), np.broadcast_to(b_mem, shape),
-    )
+    sa, sb = predictor.predict(a_util, a_util, a_mem, b_util, b_util, b_mem)  # broadcasts
     return np.asarray(sa + sb, dtype=np.float64)
