@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Annotated
 
 import typer
 
+from cotenant.cli.options import JsonOpt
 from cotenant.perf.predictor import default_predictor, evaluate_shipped
 
 app = typer.Typer(help="Inspect the performance models.", no_args_is_help=True)
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON on stdout")]
 
 
 @app.callback()

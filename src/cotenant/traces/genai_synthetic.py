@@ -77,6 +77,14 @@ class GenaiParams:
     memory_level_share: float | None = None  # share of score variance between series
     memory_latent_ar1: float | None = None  # within-series lag-1 autocorrelation of scores
 
+    @property
+    def memory_model(self) -> tuple[list[float], float, float] | None:
+        """The memory-profile quantiles, level share and latent AR(1), or None when the file
+        has none (the three go together, see :meth:`from_json`)."""
+        q, level = self.memory_profile_quantiles, self.memory_level_share
+        ar1 = self.memory_latent_ar1
+        return None if q is None or level is None or ar1 is None else (q, level, ar1)
+
     def to_json(self) -> str:
         return json.dumps({"format": FORMAT, **asdict(self)}, indent=1)
 
@@ -91,15 +99,15 @@ class GenaiParams:
             raise InputError(where, "need 101 mean quantiles and 24 diurnal multipliers")
         if not (0.0 <= params.zero_share < 1.0 and 0.0 <= params.latent_ar1 < 1.0):
             raise InputError(where, "zero_share and latent_ar1 must lie in [0, 1)")
-        mem_q, level, mem_ar1 = (params.memory_profile_quantiles, params.memory_level_share,
-                                 params.memory_latent_ar1)
-        given = [x is not None for x in (mem_q, level, mem_ar1)]
-        if any(given) and not all(given):
+        fields = (params.memory_profile_quantiles, params.memory_level_share,
+                  params.memory_latent_ar1)
+        model = params.memory_model
+        if model is None and any(x is not None for x in fields):
             raise InputError(where, "memory_profile_quantiles, memory_level_share and "
                              "memory_latent_ar1 go together")
-        if mem_q is not None and level is not None and mem_ar1 is not None and (
-            len(mem_q) != len(QUANTILES) or not all(0.0 <= q <= 1.0 for q in mem_q)
-            or not 0.0 <= level < 1.0 or not 0.0 <= mem_ar1 < 1.0
+        if model is not None and (
+            len(model[0]) != len(QUANTILES) or not all(0.0 <= q <= 1.0 for q in model[0])
+            or not 0.0 <= model[1] < 1.0 or not 0.0 <= model[2] < 1.0
         ):
             raise InputError(where, "need 101 memory profile quantiles in [0, 1], and a level "
                              "share and a latent AR(1) in [0, 1)")
@@ -160,10 +168,8 @@ def synthetic_duty_cycles(
     memory = profile = None
     if p.memory_mib_quantiles is not None:
         memory = np.interp(rng.random(n_series), QUANTILES, p.memory_mib_quantiles)
-    if (p.memory_profile_quantiles is not None and p.memory_level_share is not None
-            and p.memory_latent_ar1 is not None):
-        profile = _memory_profile(p.memory_profile_quantiles, p.memory_level_share,
-                                  p.memory_latent_ar1, n_series, n_intervals, rng)
+    if p.memory_model is not None:
+        profile = _memory_profile(*p.memory_model, n_series, n_intervals, rng)
     names = tuple(f"synth-genai-{i:05d}" for i in range(n_series))
     return LoadSeries(names, interval_s, 0.0, values, memory, profile)
 
