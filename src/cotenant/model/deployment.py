@@ -2,7 +2,8 @@
 
 The planner's output and the operator's current state share this one type. A deployment is
 written as a versioned document whose GPU entries are the same as the planner's JSON output
-(``gpu_plans``), so yesterday's plan is today's ``--current``::
+(``gpu_plans``, whose ``layout`` string is optional here and, where given, checked against
+the instances), so yesterday's plan is today's ``current``::
 
     apiVersion: cotenant/v1alpha1
     kind: Deployment
@@ -61,7 +62,7 @@ def unknown_keys(data: Mapping[str, Any], allowed: set[str], where: str) -> None
 def _gpu_entry(item: Any, gpu: GpuModel, where: str) -> GpuPlan:
     if not isinstance(item, Mapping):
         raise InputError(where, "each GPU must be a mapping with gpu and instances")
-    unknown_keys(item, {"gpu", "instances"}, where)
+    unknown_keys(item, {"gpu", "layout", "instances"}, where)
     raw = item.get("instances", [])
     if not isinstance(raw, list):
         raise InputError(f"{where}.instances", "must be a list (empty for a free GPU)")
@@ -89,7 +90,20 @@ def _gpu_entry(item: Any, gpu: GpuModel, where: str) -> GpuPlan:
         layout = gpu.mig.layout(placements)
     except InvalidLayoutError as exc:
         raise InputError(f"{where}.instances", exc.message) from exc
+    _check_stated_layout(item.get("layout"), layout, f"{where}.layout")
     return GpuPlan(layout, tuple(zip(placements, services, strict=True)))
+
+
+def _check_stated_layout(stated: Any, layout: MigLayout, where: str) -> None:
+    """The planner's ``gpu_plans`` repeat each GPU's layout beside its instances; where an
+    entry states one, it must name the same instances (in any order)."""
+    if stated is None:
+        return
+    if not isinstance(stated, str):
+        raise InputError(where, "must be a layout string such as 4g.20gb@0,3g.20gb@4")
+    named = {t.strip() for t in stated.split(",") if t.strip()} - {"(empty)"}
+    if named != {str(p) for p in layout.placements}:
+        raise InputError(where, f"{stated!r} does not match the instances ({layout})")
 
 
 def parse_deployment(data: Any, source: str = "deployment") -> Deployment:

@@ -149,6 +149,30 @@ def test_current_in_the_spec_is_parsed_strictly(
     assert json.loads(out)["reconfiguration"]["steps"]
 
 
+def test_plan_json_gpu_plans_are_valid_as_current(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Yesterday's plan.json is today's ``current``: its ``gpu_plans`` (with their ``layout``
+    strings) parse, and replanning the same spec from them drains nothing."""
+    code, out, _ = run(capsys, "plan", "mig", str(EXAMPLE), "--json", "--solver", "greedy")
+    assert code == 0
+    gpu_plans = json.loads(out)["gpu_plans"]
+    assert all("layout" in g for g in gpu_plans)
+    doc = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    doc["current"] = gpu_plans
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    code, out, _ = run(capsys, "plan", "mig", str(path), "--json", "--solver", "greedy")
+    assert code == 0
+    assert json.loads(out)["reconfiguration"]["drained_gpus"] == 0
+    doc["current"][0]["layout"] = "1g.5gb@6"  # not what its instances make
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    code, _, err = run(capsys, "plan", "mig", str(path))
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "spec.yaml.current[0].layout: '1g.5gb@6' does not match the instances" in err
+
+
 def test_deployment_on_another_gpu_model_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
