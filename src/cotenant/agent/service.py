@@ -37,6 +37,7 @@ class AgentService:
         *,
         clock: Callable[[], float] = time.time,
         share_threshold_pct: int = 10,
+        share_window_s: float = 60.0,
     ) -> None:
         self.backend = backend
         self.clock = clock
@@ -44,7 +45,8 @@ class AgentService:
         self.mps = MpsManager(backend, state_dir)
         self.supervisor = Supervisor(backend, self.store, self.mps)
         self.share = ShareController(self.supervisor, backend, policy,
-                                     threshold_pct=share_threshold_pct)
+                                     threshold_pct=share_threshold_pct,
+                                     window_s=share_window_s)
         self.metrics = AgentMetrics()
         self._lock = threading.RLock()
         self._gpus: list[GpuInfo] = []

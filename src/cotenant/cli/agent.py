@@ -77,6 +77,11 @@ def run(
         str, typer.Option(help=f"one of: {', '.join(SHARE_POLICIES.names())}, or module:attr")
     ] = "dynamic",
     online_share: Annotated[int, typer.Option(help="static policy: online SM share %")] = 70,
+    share_window_s: Annotated[
+        float,
+        typer.Option(min=0.0, help="the share policy sees the peak load of this many seconds: "
+                     "a fall in load lowers the online share only once it has lasted this long"),
+    ] = 60.0,
     interval: Annotated[float, typer.Option(help="seconds between reconcile ticks")] = 1.0,
     ticks: Annotated[int, typer.Option(help="stop after this many ticks (0: until SIGINT)")] = 0,
 ) -> None:
@@ -91,7 +96,7 @@ def run(
     policy = SHARE_POLICIES.create(share_policy, **kwargs)
     token = ensure_token(token_file or state_dir / "token")
     node = open_backend(backend, gpus=gpus, state_dir=state_dir)
-    service = AgentService(node, state_dir, policy)
+    service = AgentService(node, state_dir, policy, share_window_s=share_window_s)
     server = AgentServer((host, port), service, token)
     thread = threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True)
     thread.start()

@@ -24,10 +24,11 @@ class LoadShare:
         return max(1, min(100, round(obs.load * 100) + 20))
 
 
-def setup(tmp_path: Path) -> tuple[Agent, ShareController, LoadShare]:
+def setup(tmp_path: Path, window_s: float = 60.0) -> tuple[Agent, ShareController, LoadShare]:
     agent = make_agent(tmp_path)
     policy = LoadShare()
-    controller = ShareController(agent.sup, agent.node, policy, threshold_pct=10)
+    controller = ShareController(agent.sup, agent.node, policy, threshold_pct=10,
+                                 window_s=window_s)
     agent.submit(ONLINE)  # util 30 %
     agent.submit(OFFLINE)  # starts with sm_share 50
     agent.run(0.5)
@@ -66,7 +67,7 @@ def test_share_follows_the_online_load(tmp_path: Path) -> None:
 
 
 def test_small_gains_for_offline_do_not_restart_small_losses_do(tmp_path: Path) -> None:
-    agent, controller, _ = setup(tmp_path)
+    agent, controller, _ = setup(tmp_path, window_s=0.0)  # the last sample decides
     tick(agent, controller)
     pid = agent.record("train").pid
     web_pid = agent.record("web").pid
@@ -81,6 +82,54 @@ def test_small_gains_for_offline_do_not_restart_small_losses_do(tmp_path: Path) 
     train = agent.record("train")
     assert train.pid != pid
     assert train.applied_pct == 45
+
+
+def test_a_fall_in_load_lowers_the_share_only_once_it_lasts_the_window(tmp_path: Path) -> None:
+    agent, controller, policy = setup(tmp_path)
+    web_pid = agent.record("web").pid
+    assert web_pid is not None
+    agent.node.set_util(web_pid, 70.0)
+    tick(agent, controller)
+    assert controller.shares[0] == 90  # a rise acts at once
+    raised = agent.record("train").pid
+    agent.node.set_util(web_pid, 10.0)
+    tick(agent, controller, 59.0)
+    assert controller.shares[0] == 90  # the 70 % sample is still in the window
+    assert policy.seen[-1].load == 0.7
+    assert agent.record("train").pid == raised
+    tick(agent, controller, 2.0)
+    assert controller.shares[0] == 30
+    assert agent.record("train").applied_pct == 70
+    assert agent.record("train").pid != raised
+
+
+def share_changes(agent: Agent) -> int:
+    return agent.kinds("train").count("share change")
+
+
+def test_a_bursty_load_restarts_offline_at_most_twice_per_window(tmp_path: Path) -> None:
+    """Utilisation alternating 0 % / 60 % every 3 s: deciding on each sample restarts the
+    offline job at every swing; deciding on the window's peak restarts it once."""
+    counts = {}
+    for window in (0.0, 60.0):
+        agent, controller, _ = setup(tmp_path / str(window), window_s=window)
+        web_pid = agent.record("web").pid
+        assert web_pid is not None
+        for step in range(60):  # 180 s
+            agent.node.set_util(web_pid, 60.0 if step % 2 else 0.0)
+            tick(agent, controller, 3.0)
+        counts[window] = share_changes(agent)
+    assert counts[0.0] >= 50
+    assert counts[60.0] == 1  # 50/50 to 80/20 at the first burst, then held
+    # (no gain at the first idle sample: the load has not been watched for a window yet)
+    # A load that steps down for longer than the window and back up: a lowering, then a raise.
+    agent, controller, _ = setup(tmp_path / "steps", window_s=60.0)
+    web_pid = agent.record("web").pid
+    assert web_pid is not None
+    for util in (0.0, 60.0, 0.0, 60.0):
+        agent.node.set_util(web_pid, util)
+        tick(agent, controller, 90.0)
+    assert share_changes(agent) <= 2 * 360 / 60
 
 
 def test_static_policy_from_the_registry() -> None:
@@ -102,7 +151,7 @@ def test_the_simulators_dynamic_policy_drives_the_agent(tmp_path: Path) -> None:
     web_pid = agent.record("web").pid
     assert web_pid is not None
     agent.node.set_util(web_pid, 5.0)
-    for _ in range(20):  # hysteresis lowers the online share step by step
+    for _ in range(20):  # a light load: the policy's share (75 %), up from the spec's 50/50
         tick(agent, controller)
     low = controller.shares[0]
     expected = policy.online_share(OnlineObservation("resnet50", 0.05, 50.0, low))
@@ -121,6 +170,9 @@ def test_a_model_the_policy_does_not_know_is_logged_not_fatal(tmp_path: Path) ->
     controller = ShareController(agent.sup, agent.node, SHARE_POLICIES.create("dynamic"))
     agent.submit({**ONLINE, "model": "no-such-model"})
     agent.run(0.5)
-    tick(agent, controller)
+    tick(agent, controller, 10.0)
     assert agent.record("web").status is Status.RUNNING
     assert 0 not in controller.shares
+    errors = [e for e in agent.store.events() if e.kind == "share policy error"]
+    assert len(errors) == 1  # logged once, not every tick
+    assert "no-such-model" in errors[0].detail
