@@ -2,7 +2,8 @@
 
 ``apply`` follows mig-parted's reconfigure loop: read the current layout and return at once when
 it already equals the desired one (idempotent); refuse while processes run on the GPU unless
-``drain=True`` (then stop them: SIGTERM, then SIGKILL); destroy the instances that are not
+``drain=True`` (then stop them: SIGTERM, and SIGKILL for those still running after
+``grace_s``, so a training job has time to checkpoint); destroy the instances that are not
 wanted, create the missing ones larger first and at their exact starts (explicit starts make
 creation order irrelevant; the driver's own choice would not); read back and verify. Each GPU's
 state (pending, applied, failed) is kept with the step that failed, as mig-manager publishes
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import enum
 import signal
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +31,8 @@ from cotenant.model.mig import MigGeometry, MigLayout, MigPlacement
 from cotenant.policies.partition.export import layout_key, to_mig_parted
 from cotenant.policies.partition.problem import Plan
 
-_DRAIN_POLLS = 50
+_DRAIN_POLL_S = 0.1
+_KILL_WAIT_S = 5.0
 
 
 class MigState(enum.Enum):
@@ -63,8 +67,19 @@ class MigApplyError(CotenantError):
 class MigManager:
     """Applies and exports MIG layouts through a backend."""
 
-    def __init__(self, backend: NodeBackend) -> None:
+    def __init__(
+        self,
+        backend: NodeBackend,
+        *,
+        grace_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep,
+    ) -> None:
         self.backend = backend
+        self.grace_s = grace_s
+        """Seconds a drained process gets between SIGTERM and SIGKILL."""
+        self.clock = clock
+        self.sleep = sleep
         self._status: dict[int, MigStatus] = {}
 
     def geometry(self, gpu: int) -> MigGeometry:
@@ -112,14 +127,23 @@ class MigManager:
             raise PermanentError(f"driver created {made} instead of {placement}")
 
     def _drain(self, pids: list[int]) -> None:
+        """SIGTERM, ``grace_s`` to exit, then SIGKILL and a few seconds for the driver to
+        release the GPU; a process still there fails the destroy step that follows."""
         for pid in pids:
             self.backend.send_signal(pid, signal.SIGTERM)
-        for pid in pids:
-            for _ in range(_DRAIN_POLLS):
-                if self.backend.poll(pid).state is not ProcState.RUNNING:
-                    break
-            else:
-                self.backend.send_signal(pid, signal.SIGKILL)
+        running = self._wait_exit(pids, self.grace_s)
+        for pid in running:
+            self.backend.send_signal(pid, signal.SIGKILL)
+        self._wait_exit(running, _KILL_WAIT_S)
+
+    def _wait_exit(self, pids: list[int], seconds: float) -> list[int]:
+        """Poll until every one of ``pids`` has exited or ``seconds`` pass; those running."""
+        deadline = self.clock() + seconds
+        while True:
+            pids = [p for p in pids if self.backend.poll(p).state is ProcState.RUNNING]
+            if not pids or self.clock() >= deadline:
+                return pids
+            self.sleep(_DRAIN_POLL_S)
 
     def _step(self, gpu: int, desired: MigLayout, step: str, action: Any) -> None:
         try:

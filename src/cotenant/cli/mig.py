@@ -67,10 +67,10 @@ FakeGpus = Annotated[str, typer.Option(help="fake backend: MODEL:COUNT")]
 StateDir = Annotated[Path, typer.Option(help="state directory (nvml backend logs)")]
 
 
-def _manager(backend: str, gpus: str, state_dir: Path) -> MigManager:
+def _manager(backend: str, gpus: str, state_dir: Path, grace_s: float = 10.0) -> MigManager:
     if backend not in BACKEND_NAMES:
         raise UnknownNameError("backend", backend, BACKEND_NAMES)
-    return MigManager(open_backend(backend, gpus=gpus, state_dir=state_dir))
+    return MigManager(open_backend(backend, gpus=gpus, state_dir=state_dir), grace_s=grace_s)
 
 
 @app.command()
@@ -81,11 +81,14 @@ def apply(
     gpus: FakeGpus = "A100-40GB:1",
     state_dir: StateDir = Path(".cotenant"),
     drain: Annotated[bool, typer.Option(help="stop the GPU's processes first")] = False,
+    grace_s: Annotated[
+        float, typer.Option(min=0.0, help="--drain: seconds from SIGTERM to SIGKILL")
+    ] = 10.0,
 ) -> None:
     """Apply a MIG layout to one GPU (a no-op when it is already there; MIG mode must be on).
 
     The fake backend starts from an empty fake node each time: it shows what would be done."""
-    status = _manager(backend, gpus, state_dir).apply(gpu, layout, drain=drain)
+    status = _manager(backend, gpus, state_dir, grace_s).apply(gpu, layout, drain=drain)
     what = "changed" if status.changed else "already applied"
     typer.echo(f"GPU {gpu}: {status.state.value} {status.layout} ({what})")
 

@@ -3,12 +3,14 @@ mig-parted export."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cotenant.agent.backends import FakeNode, ProcState
+from cotenant.agent.backends import FakeNode, ManualClock, ProcState
 from cotenant.agent.mig import MigApplyError, MigManager, MigState
 from cotenant.errors import InvalidLayoutError, NotSupportedError
 from cotenant.model.gpu import CATALOG
@@ -53,6 +55,28 @@ def test_refuses_while_processes_run_unless_drain() -> None:
     assert node.poll(pid).state is ProcState.RUNNING
     assert manager.apply(0, "3g.20gb,3g.20gb", drain=True).state is MigState.APPLIED
     assert node.poll(pid).state is ProcState.EXITED
+
+
+@pytest.mark.parametrize(("term_delay", "grace", "killed"), [(3.0, 10.0, False),
+                                                              ("inf", 10.0, True)])
+def test_drain_gives_processes_their_grace_before_sigkill(
+    term_delay: float | str, grace: float, killed: bool
+) -> None:
+    """A drained training job that checkpoints on SIGTERM (3 s here) exits by the signal within
+    the grace period; one that ignores SIGTERM is killed when the grace period ends."""
+    node = FakeNode.build("A100-40GB")
+    clock = node.clock
+    assert isinstance(clock, ManualClock)
+    manager = MigManager(node, grace_s=grace, clock=clock, sleep=clock.advance)
+    manager.apply(0, "7g.40gb")
+    pid = node.spawn(["fake-workload", "--term-delay-s", str(term_delay)], {}, 0)
+    start = clock()
+    assert manager.apply(0, "3g.20gb,3g.20gb", drain=True).state is MigState.APPLIED
+    status = node.poll(pid)
+    assert status.state is ProcState.EXITED
+    assert status.returncode == (-signal.SIGKILL if killed else -signal.SIGTERM)
+    waited = clock() - start
+    assert waited == pytest.approx(grace if killed else 3.0, abs=0.11)
 
 
 def test_failing_step_is_named() -> None:

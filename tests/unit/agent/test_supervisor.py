@@ -80,6 +80,42 @@ def test_run_stop_and_complete(tmp_path: Path) -> None:
     assert agent.record("web").restarts == 0
 
 
+def test_stop_waits_for_a_checkpoint_and_kills_after_the_grace(tmp_path: Path) -> None:
+    """A job that checkpoints for 4 s on SIGTERM stops by itself; one that ignores SIGTERM is
+    killed once the supervisor's 10 s grace has passed. A share change waits the same way."""
+    agent = make_agent(tmp_path)
+    argv = {"ckpt": ["fake-workload", "--term-delay-s", "4"],
+            "deaf": ["fake-workload", "--term-delay-s", "inf"]}
+    for name, cmd in argv.items():
+        agent.submit({**OFFLINE, "name": name, "argv": cmd, "mem_limit_mib": 1000})
+    agent.run(1.0)
+    agent.sup.stop("ckpt", agent.clock())
+    agent.sup.stop("deaf", agent.clock())
+    agent.run(3.5)
+    assert agent.status("ckpt") is Status.STOPPING  # still checkpointing
+    agent.run(1.0)
+    assert agent.status("ckpt") is Status.STOPPED
+    assert agent.status("deaf") is Status.STOPPING
+    agent.run(5.0)
+    assert agent.status("deaf") is Status.STOPPING  # 9.5 s: still within the grace
+    agent.run(1.5)
+    assert agent.status("deaf") is Status.STOPPED
+    assert "SIGKILL" in agent.record("deaf").last_exit
+    assert "SIGTERM" in agent.record("ckpt").last_exit
+    agent.submit({**OFFLINE, "name": "moved", "argv": argv["ckpt"], "mem_limit_mib": 1000})
+    agent.run(1.0)
+    old = agent.record("moved").pid
+    agent.sup.restart_for_share("moved", 30, agent.clock())
+    agent.run(3.5)
+    assert agent.status("moved") is Status.RESTARTING
+    assert agent.node.poll(old or 0).state is ProcState.RUNNING
+    agent.run(1.0)
+    moved = agent.record("moved")
+    assert moved.status is Status.RUNNING
+    assert moved.pid != old
+    assert moved.applied_pct == 30
+
+
 def test_submit_unknown_gpu_and_unknown_stop(tmp_path: Path) -> None:
     agent = make_agent(tmp_path, gpus=2)
     with pytest.raises(InputError, match="no GPU 7"):

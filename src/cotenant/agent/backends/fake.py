@@ -82,6 +82,9 @@ class _Proc:
     message: str = ""
     ended: float | None = None
     fault_exit_at: float = math.inf
+    term_at: float = math.inf
+    """When a caught SIGTERM/SIGINT ends it (after its checkpoint delay)."""
+    term_signal: int = 0
 
     @property
     def alive(self) -> bool:
@@ -284,8 +287,13 @@ class FakeNode:
     def send_signal(self, pid: int, signum: int) -> None:
         now = self._settle()
         proc = self._procs.get(pid)
-        if proc is not None and proc.alive and signum in _STOP_SIGNALS:
+        if proc is None or not proc.alive or signum not in _STOP_SIGNALS:
+            return
+        delay = proc.program.term_delay_s
+        if signum == signal.SIGKILL or delay <= 0.0:
             self._exit(proc, now, -signum, "")
+        elif now + delay < proc.term_at:  # caught: it checkpoints, then exits by the signal
+            proc.term_at, proc.term_signal = now + delay, signum
 
     def pids(self) -> list[int]:
         self._settle()
@@ -362,6 +370,7 @@ class FakeNode:
             (proc.fault_exit_at, "fault"),
             (proc.started + p.crash_at_s, "crash"),
             (proc.started + p.duration_s, "end"),
+            (proc.term_at, "term"),
         ]
         if not proc.grown:
             events.append((proc.started + p.grow_at_s, "grow"))
@@ -384,6 +393,8 @@ class FakeNode:
                 self._exit(proc, when, proc.program.exit_code, "")
             elif kind == "fault":
                 self._exit(proc, when, 1, MSG_MPS_FAULT)
+            elif kind == "term":
+                self._exit(proc, when, -proc.term_signal, "")
             else:
                 self._crash(proc, when)
 

@@ -10,6 +10,9 @@ the injected clock, so tests are deterministic. ``fake-workload`` understands::
                   --grow-mib 3000       allocate 3000 MiB more ...
                   --grow-at-s 5         ... 5 s after start (past a limit: CUDA OOM)
                   --crash-at-s 3        a fatal CUDA error (illegal address) 3 s after start
+                  --term-delay-s 5      on SIGTERM/SIGINT, checkpoint for 5 s, then exit by
+                                        the signal (default 0: at once; inf: ignore it);
+                                        SIGKILL always ends it at once
 
 Any other argv is accepted and runs idle until signalled (the fake records the exact argv, which
 is how the tests show that no shell ever sees a workload's command line).
@@ -35,6 +38,7 @@ _FLAGS = {
     "--grow-mib": "grow_mib",
     "--grow-at-s": "grow_at_s",
     "--crash-at-s": "crash_at_s",
+    "--term-delay-s": "term_delay_s",
 }
 
 
@@ -49,6 +53,7 @@ class Program:
     grow_mib: int = 0
     grow_at_s: float = math.inf
     crash_at_s: float = math.inf
+    term_delay_s: float = 0.0
 
     @staticmethod
     def from_argv(argv: Sequence[str]) -> Program:
@@ -75,6 +80,7 @@ class Program:
             grow_mib=int(values.get("grow_mib", 0)),
             grow_at_s=values.get("grow_at_s", math.inf),
             crash_at_s=values.get("crash_at_s", math.inf),
+            term_delay_s=values.get("term_delay_s", 0.0),
         )
 
 
