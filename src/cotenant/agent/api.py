@@ -1,12 +1,14 @@
 """The agent's local HTTP API (stdlib ``ThreadingHTTPServer``, JSON).
 
-==========================  ==========================================================
-``POST /v1/workloads``      submit a workload spec (201; 400 with a one-line message)
-``GET /v1/workloads``       every workload with status, pid, restarts, share
-``DELETE /v1/workloads/N``  stop workload N (200; 404 if unknown)
-``GET /v1/gpus``            the inventory, with the online SM share in force
-``GET /metrics``            Prometheus text format
-==========================  ==========================================================
+============================  ==========================================================
+``POST /v1/workloads``        submit a workload spec (201; 400 with a one-line message)
+``GET /v1/workloads``         every workload with status, pid, restarts, share
+``DELETE /v1/workloads/N``    stop workload N (200; 404 if unknown)
+``POST /v1/workloads/N/p99``  online workload N's measured p99 for the compute guard
+                              (``{"p99_ms": 41.5}``; 400 unless N runs online work)
+``GET /v1/gpus``              the inventory, with the online SM share in force
+``GET /metrics``              Prometheus text format
+============================  ==========================================================
 
 Every request, ``/metrics`` included, needs ``Authorization: Bearer <token>``; a missing or
 wrong token gets 401 (compared with :func:`hmac.compare_digest`, in constant time). Requiring
@@ -29,6 +31,7 @@ from cotenant.errors import CotenantError, InputError
 
 MAX_BODY = 64 * 1024
 _PREFIX = "/v1/workloads/"
+_P99 = "/p99"
 
 
 class AgentServer(ThreadingHTTPServer):
@@ -87,6 +90,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(HTTPStatus.OK, service.metrics_text(), CONTENT_TYPE)
             elif method == "POST" and path == "/v1/workloads":
                 self._json(HTTPStatus.CREATED, service.submit(self._body()))
+            elif method == "POST" and path.startswith(_PREFIX) and path.endswith(_P99):
+                name = unquote(path.removeprefix(_PREFIX).removesuffix(_P99))
+                self._json(HTTPStatus.OK, service.report_p99(name, self._body()))
             elif method == "DELETE" and path.startswith(_PREFIX):
                 name = unquote(path.removeprefix(_PREFIX))
                 if not service.exists(name):

@@ -1,6 +1,7 @@
 """Prometheus metrics of the agent, in a registry of its own (never the process-global one).
 
 Per GPU: utilisation, memory used and total, the online SM share in force, MPS daemon restarts.
+Per node: the compute guard's throttles and evictions.
 Per workload: up (1 while running), the SM share its client got, restarts, and exits by fault
 class (from the SQLite event log, so the counts survive agent restarts; exported as gauges for
 that reason). Served on ``GET /metrics`` by :mod:`cotenant.agent.api`, behind the same bearer
@@ -45,6 +46,8 @@ class AgentMetrics:
                               ["workload"], registry=r)
         self.faults = Gauge("cotenant_workload_faults", "Exits by fault class",
                             ["workload", "fault"], registry=r)
+        self.guard = Gauge("cotenant_guard_actions", "Compute guard actions since the agent "
+                           "started (throttle, evict)", ["action"], registry=r)
 
     def update(
         self,
@@ -53,6 +56,7 @@ class AgentMetrics:
         faults: Mapping[tuple[str, str], int],
         shares: Mapping[int, int],
         mps_restarts: Mapping[int, int],
+        guard_actions: Mapping[str, int] | None = None,
     ) -> None:
         """Replace every value by the snapshot's (``gpus=None``: keep the last GPU values)."""
         if gpus is not None:
@@ -79,6 +83,8 @@ class AgentMetrics:
                 self.share.labels(name).set(record.applied_pct)
         for (name, fault), count in faults.items():
             self.faults.labels(name, fault).set(count)
+        for action, count in (guard_actions or {}).items():
+            self.guard.labels(action).set(count)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from cotenant.agent.backends.base import GpuInfo, NodeBackend
+from cotenant.agent.guard import GuardSettings, LatencyGuard
 from cotenant.agent.metrics import AgentMetrics
 from cotenant.agent.mps import MpsManager
 from cotenant.agent.share import ShareController
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.agent.state import StateStore
 from cotenant.agent.supervisor import Supervisor
-from cotenant.errors import CotenantError
+from cotenant.errors import CotenantError, InputError
 from cotenant.policies.colocation.contract import SharePolicy
 
 
@@ -38,15 +39,17 @@ class AgentService:
         clock: Callable[[], float] = time.time,
         share_threshold_pct: int = 10,
         share_window_s: float = 60.0,
+        guard: GuardSettings | None = None,
     ) -> None:
         self.backend = backend
         self.clock = clock
         self.store = StateStore(state_dir / "agent.db")
         self.mps = MpsManager(backend, state_dir)
         self.supervisor = Supervisor(backend, self.store, self.mps)
+        self.guard = LatencyGuard(self.supervisor, guard)
         self.share = ShareController(self.supervisor, backend, policy,
                                      threshold_pct=share_threshold_pct,
-                                     window_s=share_window_s)
+                                     window_s=share_window_s, floor=self.guard.floor)
         self.metrics = AgentMetrics()
         self._lock = threading.RLock()
         self._gpus: list[GpuInfo] = []
@@ -54,6 +57,7 @@ class AgentService:
     def tick(self) -> None:
         with self._lock:
             now = self.clock()
+            self.guard.tick(now, self.share.shares)
             self.share.tick(now)
             self.supervisor.tick(now)
             gpus: list[GpuInfo] | None
@@ -63,12 +67,22 @@ class AgentService:
             except CotenantError:
                 gpus = None
             self.metrics.update(gpus, self.store.all(), self.store.fault_counts(),
-                                self.share.shares, self.mps.restarts)
+                                self.share.shares, self.mps.restarts,
+                                {"throttle": self.guard.throttles,
+                                 "evict": self.guard.evictions})
 
     def submit(self, data: object) -> dict[str, Any]:
         spec = WorkloadSpec.from_dict(data)
         with self._lock:
             return self.supervisor.submit(spec, self.clock()).to_dict()
+
+    def report_p99(self, name: str, data: object) -> dict[str, Any]:
+        """An online service's measured p99 (``{"p99_ms": ...}``) for the compute guard."""
+        if not isinstance(data, dict) or set(data) != {"p99_ms"}:
+            raise InputError(f"p99 report for {name!r}", 'body must be {"p99_ms": <number>}')
+        with self._lock:
+            gpu = self.guard.report(name, data["p99_ms"], self.clock())
+            return {"workload": name, "gpu": gpu, "online_share_pct": self.share.shares.get(gpu)}
 
     def workloads(self) -> list[dict[str, Any]]:
         with self._lock:

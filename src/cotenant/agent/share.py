@@ -14,7 +14,9 @@ share is above its target is restarted at once, however small the excess, since 
 service needs those SMs now; one below its target only when the gap exceeds ``threshold_pct``
 (a restart costs the job its start-up time; ``sim.colocation`` charges the same cost as
 ``share_change_s``). Online clients are never restarted for a share change. With several
-online services on one GPU, the busiest one decides.
+online services on one GPU, the busiest one decides. Where the compute guard
+(:mod:`cotenant.agent.guard`) holds a GPU's online share at a floor, the share is at least
+that floor.
 
 The load the policy sees is the peak of the samples of the last ``window_s`` seconds (60 by
 default, the simulator's one-minute interval), not the last sample: a utilisation reading
@@ -22,11 +24,13 @@ covers a fraction of a second, so a per-tick decision would follow every burst, 
 change is a restart. With the peak, a rise is acted on at the tick it is seen, but a fall
 only once it has lasted ``window_s``; so between two lowerings of the online share there are
 at least ``window_s`` seconds, and an offline client is restarted at most twice per window
-(a lowering, then a raise), however the load moves. A running offline client is not given
+(a lowering, then a raise), however the load moves; the guard's throttles come on top, at
+most one per GPU every ``settle_s`` (10 s). A running offline client is not given
 more SMs before the GPU's load has been watched for a whole window (after the agent starts,
 or an online service arrives). The peak is more cautious than the
 simulator, whose policy sees each minute's mean duty cycle and whose compute guard covers
-bursts within the minute; the agent has no such guard.
+bursts within the minute; the agent's guard (:mod:`cotenant.agent.guard`) acts on measured
+latency instead, seconds later.
 
 :data:`SHARE_POLICIES` names the policies ``cotenant agent run --share-policy`` can use.
 """
@@ -34,6 +38,7 @@ bursts within the minute; the agent has no such guard.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cotenant.agent.backends.base import DeviceInventory, GpuInfo
@@ -81,6 +86,7 @@ class ShareController:
         *,
         threshold_pct: int = 10,
         window_s: float = 60.0,
+        floor: Callable[[int, float], int] | None = None,
     ) -> None:
         if not window_s >= 0.0:
             raise InputError("share window", f"{window_s} s must be a number >= 0")
@@ -89,6 +95,8 @@ class ShareController:
         self.policy = policy
         self.threshold_pct = threshold_pct
         self.window_s = window_s
+        self.floor = floor
+        """Per GPU and time, the least online share (the compute guard's, ``agent.guard``)."""
         self.shares: dict[int, int] = {}
         """The online share in force per GPU."""
         self._samples: dict[int, deque[tuple[float, float]]] = {}
@@ -124,6 +132,8 @@ class ShareController:
                     store.event(now, NODE, "share policy error", detail=exc.one_line())
                 continue
             self._errors.pop(index, None)
+            if self.floor is not None:
+                share = max(share, self.floor(index, now))
             self.shares[index] = share
             target = max(MIN_SHARE_PCT, MAX_SHARE_PCT - share)
             # a gain for offline needs a whole window of low load, also after the agent starts

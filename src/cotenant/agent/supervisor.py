@@ -112,8 +112,17 @@ class Supervisor:
         record = self.store.update(record, share_pct=share_pct)
         if record.status is Status.RUNNING and record.pid is not None:
             self.store.event(now, name, "share change", detail=f"{record.applied_pct}->{share_pct}")
-            self.backend.send_signal(record.pid, signal.SIGTERM)
-            self.store.update(record, status=Status.RESTARTING, since=now)
+            self.restart_after(name, now)
+
+    def restart_after(self, name: str, now: float, delay_s: float = 0.0) -> None:
+        """Stop running offline workload ``name`` (SIGTERM, SIGKILL after the stop grace) and
+        start it again ``delay_s`` after now; not a fault, so no restart is counted."""
+        record = self.store.get(name)
+        if (record is None or record.spec.role is not Role.OFFLINE
+                or record.status is not Status.RUNNING or record.pid is None):
+            return
+        self.backend.send_signal(record.pid, signal.SIGTERM)
+        self.store.update(record, status=Status.RESTARTING, since=now, next_start=now + delay_s)
 
     # --- reconcile ---------------------------------------------------------------------------
 
@@ -197,7 +206,7 @@ class Supervisor:
         if record.status is Status.STOPPING:
             self.store.update(record, status=Status.STOPPED)
         elif record.status is Status.RESTARTING:
-            self._restart(record, now, delay=0.0, count=False)
+            self._restart(record, now, delay=max(0.0, record.next_start - now), count=False)
         elif fault in (FaultClass.MPS, FaultClass.LOST):
             self._restart(record, now, delay=0.0)
         elif spec.role is Role.OFFLINE and fault is FaultClass.SIGNAL and signum in _GRACEFUL:

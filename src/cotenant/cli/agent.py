@@ -210,3 +210,19 @@ def stop(
     token = read_token(token_file or state_dir / "token")
     record = _call(url, token, "DELETE", f"/v1/workloads/{name}")
     typer.echo(f"{record['name']}: {record['status']}")
+
+
+@app.command()
+def report(
+    name: Annotated[str, typer.Argument(help="online workload name")],
+    p99_ms: Annotated[float, typer.Option("--p99-ms", help="its measured p99 latency (ms)")],
+    url: Url = DEFAULT_URL,
+    state_dir: StateDir = DEFAULT_STATE,
+    token_file: TokenFile = None,
+) -> None:
+    """Report an online service's measured p99 to the compute guard (a sidecar calls this,
+    or POSTs to /v1/workloads/NAME/p99, every few seconds)."""
+    token = read_token(token_file or state_dir / "token")
+    reply = _call(url, token, "POST", f"/v1/workloads/{name}/p99", {"p99_ms": p99_ms})
+    typer.echo(f"{reply['workload']}: GPU {reply['gpu']}, online share "
+               f"{reply['online_share_pct'] if reply['online_share_pct'] is not None else '-'} %")

@@ -109,6 +109,32 @@ def test_metrics(client: Client) -> None:
     assert "cotenant_workload_restarts" in text
 
 
+def test_p99_reports_reach_the_guard(client: Client) -> None:
+    """A p99 over the SLO, POSTed for the online service, throttles its offline co-runner on
+    the next tick; the guard's actions are in the metrics. Bad reports are 400s."""
+    client.call("POST", "/v1/workloads", ONLINE)  # SLO 50 ms
+    client.call("POST", "/v1/workloads", OFFLINE)
+    client.service.tick()
+    client.service.tick()
+    assert client.call("POST", "/v1/workloads/web/p99", {"p99_ms": 49.0}, token="bad")[0] == 401
+    code, body = client.call("POST", "/v1/workloads/web/p99", {"p99_ms": 49.0})
+    assert code == 200
+    assert json.loads(body) == {"workload": "web", "gpu": 0, "online_share_pct": 70}
+    client.service.tick()
+    text = client.call("GET", "/metrics")[1].decode()
+    assert 'cotenant_guard_actions{action="throttle"} 1.0' in text
+    assert 'cotenant_gpu_online_sm_share_percent{gpu="0"} 90.0' in text
+    for path, payload, needle in [
+        ("/v1/workloads/train/p99", {"p99_ms": 1.0}, "only a running online workload"),
+        ("/v1/workloads/ghost/p99", {"p99_ms": 1.0}, "no such workload"),
+        ("/v1/workloads/web/p99", {"p99": 1.0}, 'body must be {"p99_ms": <number>}'),
+        ("/v1/workloads/web/p99", {"p99_ms": "fast"}, "must be a number"),
+    ]:
+        code, body = client.call("POST", path, payload)
+        assert code == 400
+        assert needle in json.loads(body)["error"]
+
+
 @pytest.mark.parametrize(
     "argv",
     [

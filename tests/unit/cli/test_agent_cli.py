@@ -99,7 +99,7 @@ def test_status_without_agent_is_one_line(capsys: Capsys, tmp_path: Path) -> Non
 
 
 @pytest.fixture
-def live_agent(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+def live_agent(tmp_path: Path) -> Iterator[tuple[str, Path, AgentService]]:
     service = AgentService(FakeNode.build("A100-40GB", 2), tmp_path, StaticShare())
     server = AgentServer(("127.0.0.1", 0), service, "tok")
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
@@ -107,7 +107,7 @@ def live_agent(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     token = tmp_path / "token"
     token.write_text("tok\n", encoding="utf-8")
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", token
+        yield f"http://127.0.0.1:{server.server_address[1]}", token, service
     finally:
         server.shutdown()
         server.server_close()
@@ -116,9 +116,9 @@ def live_agent(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 
 def test_submit_status_stop_against_a_live_agent(
-    capsys: Capsys, tmp_path: Path, live_agent: tuple[str, Path]
+    capsys: Capsys, tmp_path: Path, live_agent: tuple[str, Path, AgentService]
 ) -> None:
-    url, token = live_agent
+    url, token, service = live_agent
     spec = tmp_path / "web.json"
     spec.write_text(json.dumps({"name": "web", "argv": ["fake-workload"], "role": "online",
                                 "gpu": 1}), encoding="utf-8")
@@ -133,8 +133,16 @@ def test_submit_status_stop_against_a_live_agent(
     code, out, _ = run(capsys, "agent", "status", "--url", url, "--token-file", str(token))
     assert code == 0
     assert "Workloads" in out
-    assert run(capsys, "agent", "stop", "web", "--url", url, "--token-file",
-               str(token))[1].strip() == "web: stopped"
+    auth = ("--url", url, "--token-file", str(token))
+    code, _, err = run(capsys, "agent", "report", "web", "--p99-ms", "12.5", *auth)
+    assert code == 2  # not running yet
+    assert "HTTP 400: p99 report for 'web': only a running online" in assert_one_error_line(err)
+    service.tick()  # starts it
+    service.tick()  # the share controller sees it running
+    code, out, _ = run(capsys, "agent", "report", "web", "--p99-ms", "12.5", *auth)
+    assert code == 0
+    assert out.strip() == "web: GPU 1, online share 70 %"
+    assert run(capsys, "agent", "stop", "web", *auth)[1].strip() == "web: stopping"
     bad = tmp_path / "bad"
     bad.write_text("nope", encoding="utf-8")
     code, _, err = run(capsys, "agent", "status", "--url", url, "--token-file", str(bad))

@@ -1,0 +1,130 @@
+"""The compute guard on the node: online services report their p99, the guard protects them.
+
+MuxFlow's second protection level. The share policy sizes the offline share from the online
+*load*; the guard watches the online *latency* and acts when the share policy was wrong:
+
+* an online service (or a sidecar scraping it) reports its measured p99 through the API
+  (``POST /v1/workloads/<name>/p99``, ``cotenant agent report``);
+* a report above ``threshold`` x the service's SLO (0.95, as the simulator's guard) on a GPU
+  with a running offline co-runner *throttles*: the online share's floor rises by ``step_pct``
+  points, held for ``hold_s`` seconds (the share controller applies
+  ``max(policy share, floor)``; MPS fixes a client's share at start, so the offline client is
+  restarted with the smaller share, the simulator's ``share_change_s``);
+* when the floor would pass ``evict_above`` (95, as the simulator), the guard *evicts*: the
+  GPU's offline clients are stopped and started again after ``evict_hold_s``;
+* after an action the GPU's reports are ignored for ``settle_s``, since a p99 measured over a
+  window still holds the requests served before the action; reports older than ``stale_s`` are
+  ignored too.
+
+A p99 the agent cannot check against an SLO is refused: the report must name a running online
+workload, and the p99 must be a finite number >= 0. Decisions are a pure function of the
+reports, the shares in force and the clock, so the tests drive them with a manual clock.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from cotenant.agent.spec import Role
+from cotenant.agent.state import Status, WorkloadRecord
+from cotenant.agent.supervisor import NODE, Supervisor
+from cotenant.errors import InputError
+from cotenant.policies.colocation.contract import MAX_SHARE_PCT, check_share_pct
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """The guard's thresholds and timings (see the module docstring)."""
+
+    threshold: float = 0.95
+    step_pct: int = 20
+    evict_above: int = 95
+    hold_s: float = 60.0
+    evict_hold_s: float = 300.0
+    settle_s: float = 10.0
+    stale_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.threshold <= 1.0:
+            raise InputError("guard threshold", f"{self.threshold} must be in (0, 1]")
+        check_share_pct(self.step_pct, "guard step_pct")
+        check_share_pct(self.evict_above, "guard evict_above")
+        for name in ("hold_s", "evict_hold_s", "settle_s", "stale_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0.0):
+                raise InputError(f"guard {name}", f"{value} must be a finite number >= 0")
+
+
+@dataclass(frozen=True)
+class _Report:
+    p99_ms: float
+    slo_ms: float
+    at: float
+
+
+class LatencyGuard:
+    """Throttles, then evicts, a GPU's offline clients when its online p99 nears the SLO."""
+
+    def __init__(self, supervisor: Supervisor, settings: GuardSettings | None = None) -> None:
+        self.supervisor = supervisor
+        self.settings = settings or GuardSettings()
+        self.throttles = 0
+        self.evictions = 0
+        self._reports: dict[int, dict[str, _Report]] = {}
+        self._floors: dict[int, tuple[int, float]] = {}  # GPU -> (floor %, until)
+        self._quiet_until: dict[int, float] = {}
+
+    def report(self, name: str, p99_ms: object, now: float) -> int:
+        """Record online workload ``name``'s measured p99; the GPU it runs on."""
+        where = f"p99 report for {name!r}"
+        if isinstance(p99_ms, bool) or not isinstance(p99_ms, int | float):
+            raise InputError(where, f"p99_ms must be a number, got {p99_ms!r}")
+        if not (math.isfinite(p99_ms) and p99_ms >= 0.0):
+            raise InputError(where, f"p99_ms {p99_ms} must be a finite number >= 0")
+        record = self.supervisor.store.get(name)
+        if record is None:
+            raise InputError(where, "no such workload")
+        if record.spec.role is not Role.ONLINE or record.status is not Status.RUNNING:
+            raise InputError(where, "only a running online workload reports its latency")
+        gpu = record.spec.gpu
+        self._reports.setdefault(gpu, {})[name] = _Report(float(p99_ms), record.spec.slo_ms, now)
+        return gpu
+
+    def floor(self, gpu: int, now: float) -> int:
+        """The online share the guard holds ``gpu`` at (0: none)."""
+        floor, until = self._floors.get(gpu, (0, 0.0))
+        return floor if now < until else 0
+
+    def tick(self, now: float, shares: dict[int, int]) -> None:
+        """Act on fresh reports; ``shares``: the online share in force per GPU."""
+        s = self.settings
+        records = self.supervisor.store.all()
+        for gpu, reports in self._reports.items():
+            if now < self._quiet_until.get(gpu, -math.inf):
+                continue
+            over = [r for r in reports.values()
+                    if now - r.at <= s.stale_s and r.p99_ms > s.threshold * r.slo_ms]
+            offline = [r for r in records if r.spec.gpu == gpu and r.spec.role is Role.OFFLINE
+                       and r.status is Status.RUNNING]
+            if not over or not offline:
+                continue
+            current = max(shares.get(gpu, 0), self.floor(gpu, now))
+            raised = current + s.step_pct
+            self._quiet_until[gpu] = now + s.settle_s
+            worst = max(over, key=lambda r: r.p99_ms / r.slo_ms)
+            detail = f"GPU {gpu}: p99 {worst.p99_ms:g} ms, SLO {worst.slo_ms:g} ms"
+            if raised > s.evict_above:
+                self.evictions += 1
+                self._evict(offline, now, detail)
+            else:
+                self.throttles += 1
+                self._floors[gpu] = (min(raised, MAX_SHARE_PCT), now + s.hold_s)
+                self.supervisor.store.event(now, NODE, "guard throttle",
+                                            detail=f"{detail}: online share >= {raised}")
+
+    def _evict(self, offline: list[WorkloadRecord], now: float, detail: str) -> None:
+        for record in offline:
+            self.supervisor.store.event(now, record.spec.name, "guard evict", detail=detail)
+            self.supervisor.restart_after(record.spec.name, now,
+                                          delay_s=self.settings.evict_hold_s)
