@@ -25,8 +25,9 @@ Per interval, in order:
 5. an offline process is down for ``ColocationConfig.offline_start_s`` when it is placed,
    and for ``share_change_s`` on every change of its MPS share in force (the dynamic share
    or a guard throttle: MPS reads a client's share only when it creates its context, so the
-   job is restarted); its progress and busy time in the interval shrink by that time
-   (carried over when it is longer than an interval);
+   job is restarted; a policy change and a throttle in one interval are two restarts); its
+   progress and busy time in the interval shrink by that time (carried over when it is
+   longer than an interval);
 6. without a memory limit, a GPU whose online memory (``ColocationWorkload.online_memory_at``)
    plus its offline job's exceeds the GPU is out of memory: the online service's allocation
    fails and it serves nothing that interval (an SLO violation, counted in ``online_ooms``);
@@ -108,8 +109,8 @@ class ColocationRun:
     """Offline processes started on a GPU (placements)."""
     share_changes: int = 0
     """Changes of a running offline client's MPS share (the share policy's, and the guard's
-    throttles of jobs placed before this interval); each is a restart unless
-    ``ColocationConfig.share_change_s`` is 0."""
+    throttles of jobs placed before this interval; both in one interval count twice); each
+    is a restart unless ``ColocationConfig.share_change_s`` is 0."""
 
     def summary(self) -> dict[str, object]:
         """Totals and means over the run, JSON-ready."""
@@ -245,6 +246,7 @@ def run_colocation(
             current = np.where(kept[idx], share[idx], np.minimum(need_pair, 100))
             share = np.full(n, 100, dtype=np.int64)
             share[idx] = pol.share.hold(need_pair, current)
+        decided = share.copy()  # the share policy's decision, before the guard acts
         p99 = mps.p99_ms(load, share / 100.0, serial, l100, inter)
         over = p99 > work.slo_ms
         evict = np.zeros(n, dtype=bool)
@@ -269,10 +271,16 @@ def run_colocation(
             over = np.where(risk & quick, after > work.slo_ms, over)
             p99 = np.where(risk, after, p99)
         on = has & ~evict
-        # MPS fixes a client's share when it starts: a new share is a restart of the client
-        moved = kept & on & (share != before) & (pol.sharing is Sharing.MPS)
+        # MPS fixes a client's share when it starts: a new share is a restart of the client,
+        # once for the share policy's change and once more for a guard throttle after it
+        mps_kept = kept & on & (pol.sharing is Sharing.MPS)
+        moved = (mps_kept & (decided != before)).astype(np.int64) + (
+            mps_kept & (share != decided)
+        )
         restarts += int(moved.sum())
-        starting = np.where(moved, np.maximum(starting, config.share_change_s), starting)
+        starting = np.where(
+            moved > 0, np.maximum(starting, config.share_change_s * moved), starting
+        )
         up = 1.0 - np.minimum(starting, work.interval_s) / work.interval_s
         p = share / 100.0
         if pol.sharing is Sharing.TIME_SLICING:

@@ -226,6 +226,24 @@ def test_an_mps_share_change_restarts_the_offline_client(work: ColocationWorkloa
         assert run_colocation(one, name, 0, quiet).share_changes == 0
 
 
+def test_a_lowered_share_the_guard_puts_back_is_two_restarts(work: ColocationWorkload) -> None:
+    # busy, one quiet interval, busy again: the share policy, which sees the last interval's
+    # load, lowers the online share at interval 7, and the guard raises it back within it
+    load = np.where(np.arange(10) == 6, 0.0, 0.5)
+    one = _one_gpu(work, load)
+    quiet = ColocationConfig(faults=FaultRates(0, 0, 0, 0), offline_start_s=0.0)
+    seen: list[IntervalState] = []
+    run = run_colocation(one, "muxflow", 0, quiet, on_interval=seen.append)
+    shares = [int(s.online_share[0]) for s in seen]
+    assert shares[6] == shares[7]  # the interval ends where it began ...
+    assert run.throttles == 1  # ... after a lowering and a throttle: two restarts
+    assert run.share_changes == 2
+    free = run_colocation(one, "muxflow", 0, replace(quiet, share_change_s=0.0))
+    assert run.offline_throughput[7] == pytest.approx(0.0)  # 2 x 30 s: the whole minute
+    assert free.offline_throughput[7] > 0.0
+    assert np.allclose(np.delete(run.offline_throughput, 7), np.delete(free.offline_throughput, 7))
+
+
 def test_a_start_longer_than_an_interval_carries_over(work: ColocationWorkload) -> None:
     one = _one_gpu(work, np.full(6, 0.01))
     config = ColocationConfig(faults=FaultRates(0, 0, 0, 0), offline_start_s=90.0)
