@@ -31,7 +31,14 @@ from cotenant.errors import CotenantError, InputError
 
 MAX_BODY = 64 * 1024
 _PREFIX = "/v1/workloads/"
-_P99 = "/p99"
+
+
+def _p99_name(path: str) -> str | None:
+    """``N`` of ``/v1/workloads/N/p99``; None for any other path."""
+    if not path.startswith(_PREFIX):
+        return None
+    name, sep, tail = path.removeprefix(_PREFIX).rpartition("/")
+    return name if sep and name and "/" not in name and tail == "p99" else None
 
 
 class AgentServer(ThreadingHTTPServer):
@@ -90,8 +97,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(HTTPStatus.OK, service.metrics_text(), CONTENT_TYPE)
             elif method == "POST" and path == "/v1/workloads":
                 self._json(HTTPStatus.CREATED, service.submit(self._body()))
-            elif method == "POST" and path.startswith(_PREFIX) and path.endswith(_P99):
-                name = unquote(path.removeprefix(_PREFIX).removesuffix(_P99))
+            elif method == "POST" and _p99_name(path) is not None:
+                name = unquote(_p99_name(path) or "")
                 self._json(HTTPStatus.OK, service.report_p99(name, self._body()))
             elif method == "DELETE" and path.startswith(_PREFIX):
                 name = unquote(path.removeprefix(_PREFIX))
@@ -105,6 +112,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.BAD_REQUEST, exc.one_line())
         except CotenantError as exc:
             self._error(HTTPStatus.SERVICE_UNAVAILABLE, exc.one_line())
+        except Exception as exc:  # a bug: answer in one line rather than drop the connection
+            self._error(HTTPStatus.INTERNAL_SERVER_ERROR,
+                        f"internal error ({type(exc).__name__}); see the agent's log")
+            raise
 
     def _body(self) -> object:
         try:
@@ -116,8 +127,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length)
         try:
             return json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError("request body", f"is not JSON: {exc}") from exc
+        except ValueError as exc:  # not UTF-8, not JSON, or a number too long to convert
+            raise InputError("request body", f"is not JSON: {exc!s:.100}") from exc
 
     def do_GET(self) -> None:
         self._dispatch("GET")

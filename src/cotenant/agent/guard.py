@@ -11,14 +11,16 @@ MuxFlow's second protection level. The share policy sizes the offline share from
   ``max(policy share, floor)``; MPS fixes a client's share at start, so the offline client is
   restarted with the smaller share, the simulator's ``share_change_s``);
 * when the floor would pass ``evict_above`` (95, as the simulator), the guard *evicts*: the
-  GPU's offline clients are stopped and started again after ``evict_hold_s``;
-* after an action the GPU's reports are ignored for ``settle_s``, since a p99 measured over a
-  window still holds the requests served before the action; reports older than ``stale_s`` are
-  ignored too.
+  GPU's offline clients are stopped, and no offline work starts on it for ``evict_hold_s``;
+* after an action the GPU's reports are dropped, and those made within ``settle_s`` are
+  ignored, since a p99 measured over a window still holds the requests served before the
+  action; reports older than ``stale_s`` are ignored too.
 
 A p99 the agent cannot check against an SLO is refused: the report must name a running online
 workload, and the p99 must be a finite number >= 0. Decisions are a pure function of the
 reports, the shares in force and the clock, so the tests drive them with a manual clock.
+Floors, holds and reports live in memory: an agent restart (or a wall clock stepping back)
+starts the guard afresh, and the next report over the SLO acts again.
 """
 
 from __future__ import annotations
@@ -74,21 +76,26 @@ class LatencyGuard:
         self._reports: dict[int, dict[str, _Report]] = {}
         self._floors: dict[int, tuple[int, float]] = {}  # GPU -> (floor %, until)
         self._quiet_until: dict[int, float] = {}
+        self._last_now = -math.inf
 
     def report(self, name: str, p99_ms: object, now: float) -> int:
         """Record online workload ``name``'s measured p99; the GPU it runs on."""
         where = f"p99 report for {name!r}"
         if isinstance(p99_ms, bool) or not isinstance(p99_ms, int | float):
-            raise InputError(where, f"p99_ms must be a number, got {p99_ms!r}")
-        if not (math.isfinite(p99_ms) and p99_ms >= 0.0):
-            raise InputError(where, f"p99_ms {p99_ms} must be a finite number >= 0")
+            raise InputError(where, f"p99_ms must be a number, got {p99_ms!r:.40}")
+        try:
+            value = float(p99_ms)
+        except OverflowError:
+            value = math.inf
+        if not (math.isfinite(value) and value >= 0.0):
+            raise InputError(where, "p99_ms must be a finite number >= 0")
         record = self.supervisor.store.get(name)
         if record is None:
             raise InputError(where, "no such workload")
         if record.spec.role is not Role.ONLINE or record.status is not Status.RUNNING:
             raise InputError(where, "only a running online workload reports its latency")
         gpu = record.spec.gpu
-        self._reports.setdefault(gpu, {})[name] = _Report(float(p99_ms), record.spec.slo_ms, now)
+        self._reports.setdefault(gpu, {})[name] = _Report(value, record.spec.slo_ms, now)
         return gpu
 
     def floor(self, gpu: int, now: float) -> int:
@@ -99,12 +106,18 @@ class LatencyGuard:
     def tick(self, now: float, shares: dict[int, int]) -> None:
         """Act on fresh reports; ``shares``: the online share in force per GPU."""
         s = self.settings
+        if now < self._last_now:  # the wall clock stepped back: start afresh
+            self._reports.clear()
+            self._floors.clear()
+            self._quiet_until.clear()
+        self._last_now = now
         records = self.supervisor.store.all()
         for gpu, reports in self._reports.items():
-            if now < self._quiet_until.get(gpu, -math.inf):
+            quiet = self._quiet_until.get(gpu, -math.inf)
+            if now < quiet:
                 continue
-            over = [r for r in reports.values()
-                    if now - r.at <= s.stale_s and r.p99_ms > s.threshold * r.slo_ms]
+            over = [r for r in reports.values() if r.at >= quiet and now - r.at <= s.stale_s
+                    and r.p99_ms > s.threshold * r.slo_ms]
             offline = [r for r in records if r.spec.gpu == gpu and r.spec.role is Role.OFFLINE
                        and r.status is Status.RUNNING]
             if not over or not offline:
@@ -112,19 +125,22 @@ class LatencyGuard:
             current = max(shares.get(gpu, 0), self.floor(gpu, now))
             raised = current + s.step_pct
             self._quiet_until[gpu] = now + s.settle_s
+            reports.clear()
             worst = max(over, key=lambda r: r.p99_ms / r.slo_ms)
             detail = f"GPU {gpu}: p99 {worst.p99_ms:g} ms, SLO {worst.slo_ms:g} ms"
             if raised > s.evict_above:
                 self.evictions += 1
-                self._evict(offline, now, detail)
+                self._evict(gpu, offline, now, detail)
             else:
                 self.throttles += 1
                 self._floors[gpu] = (min(raised, MAX_SHARE_PCT), now + s.hold_s)
                 self.supervisor.store.event(now, NODE, "guard throttle",
                                             detail=f"{detail}: online share >= {raised}")
 
-    def _evict(self, offline: list[WorkloadRecord], now: float, detail: str) -> None:
+    def _evict(self, gpu: int, offline: list[WorkloadRecord], now: float, detail: str) -> None:
+        """Stop the GPU's offline clients; no offline work starts there for ``evict_hold_s``
+        (those evicted, those waiting, those submitted meanwhile)."""
+        self.supervisor.hold_offline(gpu, now + self.settings.evict_hold_s)
         for record in offline:
             self.supervisor.store.event(now, record.spec.name, "guard evict", detail=detail)
-            self.supervisor.restart_after(record.spec.name, now,
-                                          delay_s=self.settings.evict_hold_s)
+            self.supervisor.restart_after(record.spec.name, now)

@@ -13,30 +13,33 @@ share by being restarted (offline jobs are expected to checkpoint on SIGTERM). A
 share is above its target is restarted at once, however small the excess, since the online
 service needs those SMs now; one below its target only when the gap exceeds ``threshold_pct``
 (a restart costs the job its start-up time; ``sim.colocation`` charges the same cost as
-``share_change_s``). Online clients are never restarted for a share change. With several
-online services on one GPU, the busiest one decides. Where the compute guard
-(:mod:`cotenant.agent.guard`) holds a GPU's online share at a floor, the share is at least
-that floor.
+``share_change_s``). Online clients are never restarted for a share change. Where the
+compute guard (:mod:`cotenant.agent.guard`) holds a GPU's online share at a floor, the share
+in force is at least that floor; the policy still sees its own last share as the current one,
+so the floor ends when the guard's hold does.
 
-The load the policy sees is the peak of the samples of the last ``window_s`` seconds (60 by
-default, the simulator's one-minute interval), not the last sample: a utilisation reading
+Each online service's load is the peak of its samples of the last ``window_s`` seconds (60
+by default, the simulator's one-minute interval), not its last sample: a utilisation reading
 covers a fraction of a second, so a per-tick decision would follow every burst, and each
-change is a restart. With the peak, a rise is acted on at the tick it is seen, but a fall
-only once it has lasted ``window_s``; so between two lowerings of the online share there are
-at least ``window_s`` seconds, and an offline client is restarted at most twice per window
-(a lowering, then a raise), however the load moves; the guard's throttles come on top, at
-most one per GPU every ``settle_s`` (10 s). A running offline client is not given
-more SMs before the GPU's load has been watched for a whole window (after the agent starts,
-or an online service arrives). The peak is more cautious than the
-simulator, whose policy sees each minute's mean duty cycle and whose compute guard covers
-bursts within the minute; the agent's guard (:mod:`cotenant.agent.guard`) acts on measured
-latency instead, seconds later.
+change is a restart. With several online services on one GPU, each is judged on its own peak,
+model and SLO, and the one that needs most decides. A rise is acted on at the tick it is
+seen (on a rising ramp, at every tick that raises the need; a client still restarting simply
+starts with the newest share). A fall acts only once it has lasted the window, and an offline
+client is given more SMs at most once per window, and not before its GPU's load has been
+watched for a whole window (after the agent starts, or an online service arrives). So a
+bursty load that rises and falls restarts it at most twice a window (a gain, then a raise),
+plus the guard's throttles (at most one per GPU every ``settle_s``). The peak is more
+cautious than the simulator, whose policy sees each minute's mean duty cycle and whose
+compute guard covers bursts within the minute; the agent's guard acts on measured latency
+instead, seconds later. The windows live in memory and restart empty with the agent, or
+when the wall clock steps back.
 
 :data:`SHARE_POLICIES` names the policies ``cotenant agent run --share-policy`` can use.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -88,8 +91,8 @@ class ShareController:
         window_s: float = 60.0,
         floor: Callable[[int, float], int] | None = None,
     ) -> None:
-        if not window_s >= 0.0:
-            raise InputError("share window", f"{window_s} s must be a number >= 0")
+        if not (math.isfinite(window_s) and window_s >= 0.0):
+            raise InputError("share window", f"{window_s} s must be a finite number >= 0")
         self.supervisor = supervisor
         self.inventory = inventory
         self.policy = policy
@@ -98,80 +101,107 @@ class ShareController:
         self.floor = floor
         """Per GPU and time, the least online share (the compute guard's, ``agent.guard``)."""
         self.shares: dict[int, int] = {}
-        """The online share in force per GPU."""
-        self._samples: dict[int, deque[tuple[float, float]]] = {}
-        """Per GPU, (time, busiest online utilisation %) of the last ``window_s`` seconds."""
+        """The online share in force per GPU (the policy's, raised to the guard's floor)."""
+        self._decided: dict[int, int] = {}
+        """Per GPU, the policy's own last share: what it sees as current (not the floor)."""
+        self._samples: dict[str, deque[tuple[float, float]]] = {}
+        """Per online workload, (time, utilisation %) of the last ``window_s`` seconds."""
         self._observed_since: dict[int, float] = {}
-        """Per GPU, when its online load was first sampled."""
+        self._last_gain: dict[int, float] = {}
+        """Per GPU, when an offline client was last restarted to get more SMs."""
         self._errors: dict[int, str] = {}
         """Per GPU, the policy error last logged (logged again only when it changes)."""
+        self._last_now = -math.inf
 
     def tick(self, now: float) -> None:
         store = self.supervisor.store
+        if now < self._last_now:  # the wall clock stepped back: the windows mean nothing now
+            self._samples.clear()
+            self._observed_since.clear()
+            self._last_gain.clear()
+        self._last_now = now
         try:
             gpus = {g.index: g for g in self.inventory.gpus()}
         except CotenantError as exc:
             store.event(now, NODE, "nvml error", detail=exc.one_line())
             return
         records = store.all()
+        running = {r.spec.name for r in records
+                   if r.spec.role is Role.ONLINE and r.status is Status.RUNNING}
+        for name in set(self._samples) - running:
+            del self._samples[name]
         for index, info in gpus.items():
-            online = [r for r in records if r.spec.gpu == index and r.spec.role is Role.ONLINE
-                      and r.status is Status.RUNNING]
+            online = [r for r in records if r.spec.gpu == index and r.spec.name in running]
             if not online:
-                self.shares.pop(index, None)
-                self._samples.pop(index, None)
-                self._observed_since.pop(index, None)
+                for state in (self.shares, self._decided, self._observed_since,
+                              self._last_gain, self._errors):
+                    state.pop(index, None)
                 continue
             offline = [r for r in records if r.spec.gpu == index
                        and r.spec.role is Role.OFFLINE and not r.status.final]
-            try:
-                share = self._decide(info, online, offline, now)
-            except CotenantError as exc:  # e.g. a model the policy does not know: keep the share
-                if self._errors.get(index) != exc.one_line():
-                    self._errors[index] = exc.one_line()
-                    store.event(now, NODE, "share policy error", detail=exc.one_line())
-                continue
-            self._errors.pop(index, None)
-            if self.floor is not None:
-                share = max(share, self.floor(index, now))
-            self.shares[index] = share
-            target = max(MIN_SHARE_PCT, MAX_SHARE_PCT - share)
-            # a gain for offline needs a whole window of low load, also after the agent starts
-            settled = self._observed_since[index] <= now - self.window_s
-            for record in offline:
-                if record.status is Status.RUNNING:
-                    applied = MAX_SHARE_PCT if record.applied_pct is None else record.applied_pct
-                    change = applied > target or (
-                        settled and target - applied > self.threshold_pct
-                    )
-                else:  # not running: the new share applies when it starts
-                    change = record.share_pct != target
-                if change:
-                    self.supervisor.restart_for_share(record.spec.name, target, now)
+            self._apply(index, self._share(info, online, offline, now), offline, now)
 
-    def _peak(self, gpu: int, util: float, now: float) -> float:
-        """Record ``util`` at ``now``; the peak over the last ``window_s`` seconds."""
-        self._observed_since.setdefault(gpu, now)
-        window = self._samples.setdefault(gpu, deque())
+    def _share(self, info: GpuInfo, online: list[WorkloadRecord],
+               offline: list[WorkloadRecord], now: float) -> int:
+        """The online share to enforce on one GPU: the policy's, at least the guard's floor."""
+        index = info.index
+        self._observed_since.setdefault(index, now)
+        current = self._decided.get(index)
+        if current is None:
+            applied = [r.applied_pct for r in offline if r.applied_pct is not None]
+            current = MAX_SHARE_PCT - applied[0] if applied else MAX_SHARE_PCT
+        current = min(MAX_SHARE_PCT, max(MIN_SHARE_PCT, current))
+        try:
+            share = self._decide(info, online, current, now)
+        except CotenantError as exc:  # e.g. a model the policy does not know: keep the share
+            if self._errors.get(index) != exc.one_line():
+                self._errors[index] = exc.one_line()
+                self.supervisor.store.event(now, NODE, "share policy error",
+                                            detail=exc.one_line())
+            share = current
+        else:
+            self._errors.pop(index, None)
+        self._decided[index] = share
+        return max(share, self.floor(index, now)) if self.floor is not None else share
+
+    def _apply(self, index: int, share: int, offline: list[WorkloadRecord], now: float) -> None:
+        self.shares[index] = share
+        target = max(MIN_SHARE_PCT, MAX_SHARE_PCT - share)
+        # more SMs for offline only after a whole window of watching (also after the agent
+        # starts) and a whole window after the last such restart
+        may_gain = (self._observed_since[index] <= now - self.window_s
+                    and self._last_gain.get(index, -math.inf) <= now - self.window_s)
+        for record in offline:
+            if record.status is Status.RUNNING:
+                applied = MAX_SHARE_PCT if record.applied_pct is None else record.applied_pct
+                gain = target - applied > self.threshold_pct
+                change = applied > target or (may_gain and gain)
+                if change and gain:
+                    self._last_gain[index] = now
+            else:  # not running: the new share applies when it starts
+                change = record.share_pct != target
+            if change:
+                self.supervisor.restart_for_share(record.spec.name, target, now)
+
+    def _peak(self, name: str, util: float, now: float) -> float:
+        """Record workload ``name``'s ``util`` at ``now``; its peak over the window."""
+        window = self._samples.setdefault(name, deque())
         window.append((now, util))
         while window and window[0][0] < now - self.window_s:
             window.popleft()
         return max(u for _, u in window)
 
-    def _decide(self, info: GpuInfo, online: list[WorkloadRecord],
-                offline: list[WorkloadRecord], now: float) -> int:
+    def _decide(self, info: GpuInfo, online: list[WorkloadRecord], current: int,
+                now: float) -> int:
+        """The most any online service on the GPU needs, each judged on its own peak load
+        with its own model and SLO."""
         per_pid = {p.pid: p.sm_util_pct for p in info.processes}
-        loads = []
+        shares = []
         for record in online:
             util = per_pid.get(record.pid) if record.pid is not None else None
-            loads.append((info.utilisation_pct if util is None else util, record))
-        util, busiest = max(loads, key=lambda item: (item[0], item[1].spec.name))
-        util = self._peak(info.index, util, now)
-        current = self.shares.get(info.index)
-        if current is None:
-            applied = [r.applied_pct for r in offline if r.applied_pct is not None]
-            current = MAX_SHARE_PCT - applied[0] if applied else MAX_SHARE_PCT
-        current = min(MAX_SHARE_PCT, max(MIN_SHARE_PCT, current))
-        obs = OnlineObservation(busiest.spec.model or busiest.spec.name, util / 100.0,
-                                busiest.spec.slo_ms, current)
-        return check_share_pct(self.policy.online_share(obs), "share policy result")
+            peak = self._peak(record.spec.name,
+                              info.utilisation_pct if util is None else util, now)
+            obs = OnlineObservation(record.spec.model or record.spec.name, peak / 100.0,
+                                    record.spec.slo_ms, current)
+            shares.append(check_share_pct(self.policy.online_share(obs), "share policy result"))
+        return max(shares)

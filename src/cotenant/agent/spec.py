@@ -9,6 +9,7 @@ set ``CUDA_MPS_*`` or ``CUDA_VISIBLE_DEVICES`` in its env.
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -101,6 +102,13 @@ def _text(value: object, where: str) -> str:
 
 
 def _slo(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise InputError(where, f"must be a positive number of milliseconds, got {value!r}")
-    return float(value)
+    rule = "must be a positive, finite number of milliseconds"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(where, f"{rule}, got {value!r:.40}")
+    try:
+        ms = float(value)
+    except OverflowError:
+        raise InputError(where, rule) from None
+    if not (math.isfinite(ms) and ms > 0):
+        raise InputError(where, f"{rule}, got {ms!r}")
+    return ms

@@ -79,6 +79,7 @@ class Supervisor:
         self._xids: list[XidEvent] = []
         self._xid_since = float("-inf")
         self._mps_failed: dict[int, float] = {}  # GPU -> when its MPS daemon was found dead
+        self._offline_held: dict[int, float] = {}  # GPU -> no offline start before this time
 
     # --- requests ----------------------------------------------------------------------------
 
@@ -113,6 +114,11 @@ class Supervisor:
         if record.status is Status.RUNNING and record.pid is not None:
             self.store.event(now, name, "share change", detail=f"{record.applied_pct}->{share_pct}")
             self.restart_after(name, now)
+
+    def hold_offline(self, gpu: int, until: float) -> None:
+        """Start no offline workload on ``gpu`` before ``until`` (the guard's eviction); the
+        hold lives in memory, so an agent restart lifts it."""
+        self._offline_held[gpu] = max(until, self._offline_held.get(gpu, until))
 
     def restart_after(self, name: str, now: float, delay_s: float = 0.0) -> None:
         """Stop running offline workload ``name`` (SIGTERM, SIGKILL after the stop grace) and
@@ -231,7 +237,9 @@ class Supervisor:
 
     def _start_due(self, now: float) -> None:
         due = [r for r in self.store.all()
-               if r.status in (Status.PENDING, Status.BACKOFF) and r.next_start <= now]
+               if r.status in (Status.PENDING, Status.BACKOFF) and r.next_start <= now
+               and not (r.spec.role is Role.OFFLINE
+                        and now < self._offline_held.get(r.spec.gpu, -1.0))]
         due.sort(key=lambda r: (r.spec.role is not Role.ONLINE, r.next_start, r.spec.name))
         for record in due:
             self._start(record, now)

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 from rich.console import Console
@@ -145,6 +146,8 @@ def _call(url: str, token: str, method: str, path: str, body: object = None) -> 
     except (urllib.error.URLError, OSError) as exc:
         raise CotenantError(f"cannot reach the agent at {url}: {exc}",
                             hint="is `cotenant agent run` running? check --url") from exc
+    except ValueError as exc:  # a URL urllib refuses, or a reply that is not JSON
+        raise InputError(f"agent at {url}", f"{exc!s:.120}") from exc
 
 
 @app.command()
@@ -208,7 +211,7 @@ def stop(
 ) -> None:
     """Stop a workload (SIGTERM; it is not restarted)."""
     token = read_token(token_file or state_dir / "token")
-    record = _call(url, token, "DELETE", f"/v1/workloads/{name}")
+    record = _call(url, token, "DELETE", f"/v1/workloads/{quote(name, safe='')}")
     typer.echo(f"{record['name']}: {record['status']}")
 
 
@@ -223,6 +226,7 @@ def report(
     """Report an online service's measured p99 to the compute guard (a sidecar calls this,
     or POSTs to /v1/workloads/NAME/p99, every few seconds)."""
     token = read_token(token_file or state_dir / "token")
-    reply = _call(url, token, "POST", f"/v1/workloads/{name}/p99", {"p99_ms": p99_ms})
+    reply = _call(url, token, "POST", f"/v1/workloads/{quote(name, safe='')}/p99",
+                  {"p99_ms": p99_ms})
     typer.echo(f"{reply['workload']}: GPU {reply['gpu']}, online share "
                f"{reply['online_share_pct'] if reply['online_share_pct'] is not None else '-'} %")

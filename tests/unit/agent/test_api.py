@@ -129,10 +129,17 @@ def test_p99_reports_reach_the_guard(client: Client) -> None:
         ("/v1/workloads/ghost/p99", {"p99_ms": 1.0}, "no such workload"),
         ("/v1/workloads/web/p99", {"p99": 1.0}, 'body must be {"p99_ms": <number>}'),
         ("/v1/workloads/web/p99", {"p99_ms": "fast"}, "must be a number"),
+        ("/v1/workloads/web/p99", {"p99_ms": 10**400}, "must be a finite number"),
     ]:
         code, body = client.call("POST", path, payload)
         assert code == 400
         assert needle in json.loads(body)["error"]
+    code, body = client.call("POST", "/v1/workloads/web/p99", raw=b'{"p99_ms": 1' + b"0" * 5000
+                             + b"}")
+    assert code == 400  # too many digits for Python's int conversion: still one line
+    assert "is not JSON" in json.loads(body)["error"]
+    code, body = client.call("POST", "/v1/workloads/p99", {"p99_ms": 1.0})
+    assert code == 404  # not a report for a workload named "p99"
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,8 @@ from cotenant.agent.guard import GuardSettings, LatencyGuard
 from cotenant.agent.share import ShareController, StaticShare
 from cotenant.agent.state import Status
 from cotenant.errors import InputError
+from cotenant.policies.colocation.contract import SharePolicy
+from cotenant.policies.colocation.share import DynamicShare
 
 from .harness import OFFLINE, ONLINE, Agent, make_agent
 
@@ -19,12 +21,13 @@ from .harness import OFFLINE, ONLINE, Agent, make_agent
 class Node:
     """An agent on a fake node with the guard feeding the share controller (static 50/50)."""
 
-    def __init__(self, tmp_path: Path, settings: GuardSettings | None = None) -> None:
+    def __init__(self, tmp_path: Path, settings: GuardSettings | None = None,
+                 policy: SharePolicy | None = None, slo_ms: float = 50.0) -> None:
         self.agent: Agent = make_agent(tmp_path)
         self.guard = LatencyGuard(self.agent.sup, settings)
-        self.share = ShareController(self.agent.sup, self.agent.node, StaticShare(50),
+        self.share = ShareController(self.agent.sup, self.agent.node, policy or StaticShare(50),
                                      window_s=0.0, floor=self.guard.floor)
-        self.agent.submit(ONLINE)  # resnet50, SLO 50 ms
+        self.agent.submit({**ONLINE, "slo_ms": slo_ms})  # resnet50, SLO 50 ms by default
         self.agent.submit(OFFLINE)  # sm_share 50
         self.run(1.0)
 
@@ -56,8 +59,8 @@ def test_throttle_then_evict_then_come_back(tmp_path: Path) -> None:
     assert node.train() == (Status.RUNNING, 30)  # restarted with the smaller share
     node.report(49.0)  # within the settle time: a p99 window still holds older requests
     node.run(1.0)
-    assert node.guard.throttles == 1
-    node.run(8.0)
+    node.run(9.0)
+    assert node.guard.throttles == 1  # ignored, also once the settle time is over
     node.report(49.0)
     node.run(1.0)
     assert node.guard.throttles == 2
@@ -66,15 +69,20 @@ def test_throttle_then_evict_then_come_back(tmp_path: Path) -> None:
     node.report(60.0)  # 90 + 20 is past evict_above (95): evict
     node.run(1.0)
     assert node.guard.evictions == 1
-    assert node.train()[0] is Status.BACKOFF
+    assert node.train()[0] is Status.PENDING
     assert "guard evict" in node.agent.kinds("train")
     assert node.agent.record("web").status is Status.RUNNING  # online untouched throughout
     assert node.agent.record("web").restarts == 0
+    node.agent.submit({**OFFLINE, "name": "late"})  # the hold covers new offline work too
+    node.agent.submit({**OFFLINE, "name": "elsewhere", "gpu": 1})  # ... on this GPU only
     node.run(290.0)
-    assert node.train()[0] is Status.BACKOFF  # held off for evict_hold_s (300 s)
+    assert node.train()[0] is Status.PENDING  # held off for evict_hold_s (300 s)
+    assert node.agent.status("late") is Status.PENDING
+    assert node.agent.status("elsewhere") is Status.RUNNING
     node.run(10.0)
     # back after the hold, at the static policy's share: the guard's floor expired
     assert node.train() == (Status.RUNNING, 50)
+    assert node.agent.status("late") is Status.RUNNING
     assert node.agent.record("train").restarts == 0  # not counted as faults
 
 
@@ -88,6 +96,20 @@ def test_the_floor_expires_after_the_hold(tmp_path: Path) -> None:
     node.run(2.0)
     assert node.share.shares[0] == 50
     assert node.train() == (Status.RUNNING, 50)
+
+
+def test_the_floor_ends_with_the_hold_under_the_dynamic_policy(tmp_path: Path) -> None:
+    """The policy sees its own share as current, not the floor, so its hysteresis does not
+    keep a throttle after the guard lets go."""
+    node = Node(tmp_path, GuardSettings(hold_s=30.0), policy=DynamicShare(), slo_ms=200.0)
+    node.run(2.0)
+    decided = node.share.shares[0]  # resnet50 at 30 % load with a 200 ms SLO
+    assert decided < 80
+    node.report(199.0)
+    node.run(1.0)
+    assert node.share.shares[0] == decided + 20
+    node.run(40.0)
+    assert node.share.shares[0] == decided
 
 
 def test_stale_reports_and_gpus_without_offline_work_are_left_alone(tmp_path: Path) -> None:
@@ -110,6 +132,7 @@ def test_stale_reports_and_gpus_without_offline_work_are_left_alone(tmp_path: Pa
         ("web", -1.0, "must be a finite number >= 0"),
         ("web", True, "must be a number"),
         ("web", "40", "must be a number"),
+        ("web", 10**400, "must be a finite number >= 0"),
         ("nope", 40.0, "no such workload"),
         ("train", 40.0, "only a running online workload"),
     ],

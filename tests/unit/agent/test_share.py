@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 from cotenant.agent.share import SHARE_POLICIES, ShareController, StaticShare
@@ -122,14 +123,74 @@ def test_a_bursty_load_restarts_offline_at_most_twice_per_window(tmp_path: Path)
     assert counts[0.0] >= 50
     assert counts[60.0] == 1  # 50/50 to 80/20 at the first burst, then held
     # (no gain at the first idle sample: the load has not been watched for a window yet)
-    # A load that steps down for longer than the window and back up: a lowering, then a raise.
+    # A load that steps down for longer than the window and back up: a gain once the low
+    # load has lasted the window, then a raise at once; twice over.
     agent, controller, _ = setup(tmp_path / "steps", window_s=60.0)
     web_pid = agent.record("web").pid
     assert web_pid is not None
     for util in (0.0, 60.0, 0.0, 60.0):
         agent.node.set_util(web_pid, util)
         tick(agent, controller, 90.0)
-    assert share_changes(agent) <= 2 * 360 / 60
+    assert share_changes(agent) == 4
+
+
+def gains(agent: Agent) -> list[float]:
+    """When the offline client was restarted for more SMs."""
+    out = []
+    for e in agent.store.events("train"):
+        if e.kind == "share change":
+            old, new = (int(x) for x in e.detail.split("->"))
+            if new > old:
+                out.append(e.time)
+    return out
+
+
+def test_a_falling_ramp_gives_offline_more_sms_at_most_once_per_window(tmp_path: Path) -> None:
+    agent, controller, _ = setup(tmp_path)
+    web_pid = agent.record("web").pid
+    assert web_pid is not None
+    agent.node.set_util(web_pid, 80.0)
+    tick(agent, controller, 70.0)
+    for util in range(75, -1, -5):  # down to idle over 80 s, then idle for 4 minutes
+        agent.node.set_util(web_pid, float(util))
+        tick(agent, controller, 5.0)
+    tick(agent, controller, 240.0)
+    times = gains(agent)
+    assert len(times) >= 2
+    assert all(b - a >= 60.0 for a, b in pairwise(times))
+    assert controller.shares[0] == 20  # idle: the online side keeps 20 ...
+    applied = agent.record("train").applied_pct
+    assert applied is not None
+    assert applied >= 80 - 10  # ... and offline is within the restart threshold of the rest
+
+
+@dataclass
+class SloShare:
+    """Test policy: the share grows with load, faster for a tighter SLO (50 ms: 1:1)."""
+
+    def online_share(self, obs: OnlineObservation) -> int:
+        return max(1, min(100, round(obs.load * 100 * 50.0 / obs.slo_ms)))
+
+
+def test_each_online_service_is_judged_on_its_own_peak_and_slo(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    controller = ShareController(agent.sup, agent.node, SloShare())
+    agent.submit({**ONLINE, "name": "tight", "slo_ms": 25})
+    agent.submit({**ONLINE, "name": "loose", "slo_ms": 200})
+    agent.submit(OFFLINE)
+    agent.run(0.5)
+    tight, loose = agent.record("tight").pid, agent.record("loose").pid
+    assert tight is not None
+    assert loose is not None
+    agent.node.set_util(tight, 40.0)
+    agent.node.set_util(loose, 10.0)
+    tick(agent, controller)
+    assert controller.shares[0] == 80  # tight: 40 % at half the reference SLO
+    agent.node.set_util(tight, 5.0)  # tight's burst is still in its window ...
+    agent.node.set_util(loose, 75.0)  # ... and the busiest now is the lenient service
+    tick(agent, controller)
+    assert controller.shares[0] == 80
+    assert agent.record("train").applied_pct == 20
 
 
 def test_static_policy_from_the_registry() -> None:
@@ -166,13 +227,23 @@ def test_the_simulators_dynamic_policy_drives_the_agent(tmp_path: Path) -> None:
 
 
 def test_a_model_the_policy_does_not_know_is_logged_not_fatal(tmp_path: Path) -> None:
+    """The split in force is kept (and logged once); a guard's floor still applies to it."""
     agent = make_agent(tmp_path)
-    controller = ShareController(agent.sup, agent.node, SHARE_POLICIES.create("dynamic"))
+    floors = {0: 0}
+    controller = ShareController(agent.sup, agent.node, SHARE_POLICIES.create("dynamic"),
+                                 floor=lambda gpu, now: floors.get(gpu, 0))
     agent.submit({**ONLINE, "model": "no-such-model"})
+    agent.submit(OFFLINE)  # sm_share 50
     agent.run(0.5)
+    pid = agent.record("train").pid
     tick(agent, controller, 10.0)
     assert agent.record("web").status is Status.RUNNING
-    assert 0 not in controller.shares
+    assert controller.shares[0] == 50
+    assert agent.record("train").pid == pid
     errors = [e for e in agent.store.events() if e.kind == "share policy error"]
     assert len(errors) == 1  # logged once, not every tick
     assert "no-such-model" in errors[0].detail
+    floors[0] = 80
+    tick(agent, controller)
+    assert controller.shares[0] == 80
+    assert agent.record("train").applied_pct == 20

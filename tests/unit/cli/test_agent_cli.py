@@ -46,6 +46,10 @@ def test_mig_apply_on_fake(capsys: Capsys) -> None:
         (["agent", "run", "--backend", "fake", "--listen", "nowhere"], "HOST:PORT"),
         (["agent", "run", "--backend", "gpu"], "unknown backend"),
         (["agent", "run", "--backend", "fake", "--share-policy", "nope"], "unknown share policy"),
+        (["agent", "run", "--backend", "fake", "--listen", "127.0.0.1:0", "--share-window-s",
+          "inf"], "share window: inf s must be a finite number"),
+        (["mig", "apply", "7g.40gb", "--gpu", "0", "--backend", "fake", "--drain", "--grace-s",
+          "inf"], "drain grace: inf s must be a finite number"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(
@@ -143,6 +147,9 @@ def test_submit_status_stop_against_a_live_agent(
     assert code == 0
     assert out.strip() == "web: GPU 1, online share 70 %"
     assert run(capsys, "agent", "stop", "web", *auth)[1].strip() == "web: stopping"
+    code, _, err = run(capsys, "agent", "report", "a b?#", "--p99-ms", "1", *auth)
+    assert code == 2  # the name is escaped, so the agent answers for that name
+    assert "p99 report for 'a b?#': no such workload" in assert_one_error_line(err)
     bad = tmp_path / "bad"
     bad.write_text("nope", encoding="utf-8")
     code, _, err = run(capsys, "agent", "status", "--url", url, "--token-file", str(bad))
