@@ -19,8 +19,9 @@ MuxFlow's second protection level. The share policy sizes the offline share from
 A p99 the agent cannot check against an SLO is refused: the report must name a running online
 workload, and the p99 must be a finite number >= 0. Decisions are a pure function of the
 reports, the shares in force and the clock, so the tests drive them with a manual clock.
-Floors, holds and reports live in memory: an agent restart (or a wall clock stepping back)
-starts the guard afresh, and the next report over the SLO acts again.
+Floors, holds and reports live in memory: an agent restart lifts them, and a wall clock
+stepping back starts the guard's floors and reports afresh (the supervisor keeps what an
+offline hold had left); the next report over the SLO acts again.
 """
 
 from __future__ import annotations
@@ -112,12 +113,17 @@ class LatencyGuard:
             self._quiet_until.clear()
         self._last_now = now
         records = self.supervisor.store.all()
+        online = {r.spec.name for r in records
+                  if r.spec.role is Role.ONLINE and r.status is Status.RUNNING}
         for gpu, reports in self._reports.items():
+            for name in [n for n, r in reports.items()
+                         if n not in online or now - r.at > s.stale_s]:
+                del reports[name]
             quiet = self._quiet_until.get(gpu, -math.inf)
             if now < quiet:
                 continue
-            over = [r for r in reports.values() if r.at >= quiet and now - r.at <= s.stale_s
-                    and r.p99_ms > s.threshold * r.slo_ms]
+            over = [r for r in reports.values()
+                    if r.at >= quiet and r.p99_ms > s.threshold * r.slo_ms]
             offline = [r for r in records if r.spec.gpu == gpu and r.spec.role is Role.OFFLINE
                        and r.status is Status.RUNNING]
             if not over or not offline:

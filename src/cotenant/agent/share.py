@@ -26,13 +26,15 @@ model and SLO, and the one that needs most decides. A rise is acted on at the ti
 seen (on a rising ramp, at every tick that raises the need; a client still restarting simply
 starts with the newest share). A fall acts only once it has lasted the window, and an offline
 client is given more SMs at most once per window, and not before its GPU's load has been
-watched for a whole window (after the agent starts, or an online service arrives). So a
-bursty load that rises and falls restarts it at most twice a window (a gain, then a raise),
-plus the guard's throttles (at most one per GPU every ``settle_s``). The peak is more
-cautious than the simulator, whose policy sees each minute's mean duty cycle and whose
-compute guard covers bursts within the minute; the agent's guard acts on measured latency
-instead, seconds later. The windows live in memory and restart empty with the agent, or
-when the wall clock steps back.
+watched for a whole window (after the agent starts, or an online service arrives). So each
+new peak costs one restart, and a load that swings between the same levels costs at most two
+a window (a gain, then a raise), plus the guard's throttles (at most one per GPU every
+``settle_s``). A service the policy cannot judge (say, a model it does not know) is logged
+once and left out; the others decide, and where none can, the split in force is kept.
+The peak is more cautious than the simulator, whose policy sees each minute's mean duty
+cycle and whose compute guard covers bursts within the minute; the agent's guard acts on
+measured latency instead, seconds later. The windows live in memory and restart empty with
+the agent, or when the wall clock steps back.
 
 :data:`SHARE_POLICIES` names the policies ``cotenant agent run --share-policy`` can use.
 """
@@ -139,30 +141,36 @@ class ShareController:
                 continue
             offline = [r for r in records if r.spec.gpu == index
                        and r.spec.role is Role.OFFLINE and not r.status.final]
-            self._apply(index, self._share(info, online, offline, now), offline, now)
+            share = self._share(info, online, offline, now)
+            if share is not None:
+                self._apply(index, share, offline, now)
 
     def _share(self, info: GpuInfo, online: list[WorkloadRecord],
-               offline: list[WorkloadRecord], now: float) -> int:
-        """The online share to enforce on one GPU: the policy's, at least the guard's floor."""
+               offline: list[WorkloadRecord], now: float) -> int | None:
+        """The online share to enforce on one GPU: the most any service needs by the policy,
+        at least the guard's floor; None where nothing is known yet (the policy failed for
+        every service and no split is in force), so nothing is changed."""
         index = info.index
         self._observed_since.setdefault(index, now)
         current = self._decided.get(index)
         if current is None:
             applied = [r.applied_pct for r in offline if r.applied_pct is not None]
-            current = MAX_SHARE_PCT - applied[0] if applied else MAX_SHARE_PCT
-        current = min(MAX_SHARE_PCT, max(MIN_SHARE_PCT, current))
-        try:
-            share = self._decide(info, online, current, now)
-        except CotenantError as exc:  # e.g. a model the policy does not know: keep the share
-            if self._errors.get(index) != exc.one_line():
-                self._errors[index] = exc.one_line()
-                self.supervisor.store.event(now, NODE, "share policy error",
-                                            detail=exc.one_line())
-            share = current
+            current = MAX_SHARE_PCT - applied[0] if applied else None
+        if current is not None:
+            current = min(MAX_SHARE_PCT, max(MIN_SHARE_PCT, current))
+        shares, errors = self._decide(info, online, current, now)
+        if errors:  # e.g. a model the policy does not know: the others still decide
+            if self._errors.get(index) != errors[0]:
+                self._errors[index] = errors[0]
+                self.supervisor.store.event(now, NODE, "share policy error", detail=errors[0])
         else:
             self._errors.pop(index, None)
+        share = max(shares) if shares else current
+        floor = self.floor(index, now) if self.floor is not None else 0
+        if share is None:
+            return floor or None
         self._decided[index] = share
-        return max(share, self.floor(index, now)) if self.floor is not None else share
+        return max(share, floor)
 
     def _apply(self, index: int, share: int, offline: list[WorkloadRecord], now: float) -> None:
         self.shares[index] = share
@@ -191,17 +199,23 @@ class ShareController:
             window.popleft()
         return max(u for _, u in window)
 
-    def _decide(self, info: GpuInfo, online: list[WorkloadRecord], current: int,
-                now: float) -> int:
-        """The most any online service on the GPU needs, each judged on its own peak load
-        with its own model and SLO."""
+    def _decide(self, info: GpuInfo, online: list[WorkloadRecord], current: int | None,
+                now: float) -> tuple[list[int], list[str]]:
+        """Each online service's share by the policy, on its own peak load, model and SLO;
+        and the one-line errors of those the policy could not judge."""
         per_pid = {p.pid: p.sm_util_pct for p in info.processes}
-        shares = []
+        shares: list[int] = []
+        errors: list[str] = []
         for record in online:
             util = per_pid.get(record.pid) if record.pid is not None else None
             peak = self._peak(record.spec.name,
                               info.utilisation_pct if util is None else util, now)
             obs = OnlineObservation(record.spec.model or record.spec.name, peak / 100.0,
-                                    record.spec.slo_ms, current)
-            shares.append(check_share_pct(self.policy.online_share(obs), "share policy result"))
-        return max(shares)
+                                    record.spec.slo_ms,
+                                    MAX_SHARE_PCT if current is None else current)
+            try:
+                shares.append(
+                    check_share_pct(self.policy.online_share(obs), "share policy result"))
+            except CotenantError as exc:
+                errors.append(exc.one_line())
+        return shares, errors

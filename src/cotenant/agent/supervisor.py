@@ -21,6 +21,7 @@ is due. The rules:
 
 from __future__ import annotations
 
+import math
 import signal
 from dataclasses import dataclass
 
@@ -80,6 +81,7 @@ class Supervisor:
         self._xid_since = float("-inf")
         self._mps_failed: dict[int, float] = {}  # GPU -> when its MPS daemon was found dead
         self._offline_held: dict[int, float] = {}  # GPU -> no offline start before this time
+        self._last_now = -math.inf
 
     # --- requests ----------------------------------------------------------------------------
 
@@ -134,6 +136,9 @@ class Supervisor:
 
     def tick(self, now: float) -> None:
         """One reconcile pass."""
+        if now < self._last_now:
+            self._clock_stepped_back(self._last_now - now)
+        self._last_now = now
         if not self._recovered:
             self._recover(now)
         self._read_xids(now)
@@ -142,6 +147,15 @@ class Supervisor:
             if record.status.has_process:
                 self._reap(record, now)
         self._start_due(now)
+
+    def _clock_stepped_back(self, by: float) -> None:
+        """The wall clock went back ``by`` seconds: keep every wait as long as it had left
+        (restart backoffs, the guard's offline holds) instead of ``by`` longer."""
+        for record in self.store.all():
+            if record.status in (Status.PENDING, Status.BACKOFF):
+                self.store.update(record, next_start=record.next_start - by)
+        for gpu in self._offline_held:
+            self._offline_held[gpu] -= by
 
     def _recover(self, now: float) -> None:
         self._recovered = True

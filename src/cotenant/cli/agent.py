@@ -129,15 +129,16 @@ def _interrupt(*_: object) -> None:
 
 def _call(url: str, token: str, method: str, path: str, body: object = None) -> Any:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url.rstrip("/") + path, data=data, method=method)
-    request.add_header("Authorization", f"Bearer {token}")
-    request.add_header("Content-Type", "application/json")
     try:
+        request = urllib.request.Request(url.rstrip("/") + path, data=data, method=method)
+        request.add_header("Authorization", f"Bearer {token}")
+        request.add_header("Content-Type", "application/json")
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:
         try:
-            message = json.loads(exc.read()).get("error", exc.reason)
+            reply = json.loads(exc.read())
+            message = reply.get("error", exc.reason) if isinstance(reply, dict) else exc.reason
         except ValueError:
             message = exc.reason
         finally:

@@ -150,3 +150,22 @@ def test_settings_are_checked() -> None:
         GuardSettings(threshold=1.5)
     with pytest.raises(InputError, match="guard hold_s"):
         GuardSettings(hold_s=math.inf)
+
+
+def test_a_wall_clock_stepping_back_keeps_what_a_hold_had_left(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.report(80.0)  # 50 + 20 = 70: throttle
+    node.run(1.0)
+    node.run(10.0)
+    node.report(80.0)  # 90
+    node.run(1.0)
+    node.run(10.0)
+    node.report(80.0)  # past 95: evict, hold 300 s
+    node.run(1.0)
+    assert node.guard.evictions == 1
+    assert node.train()[0] is Status.PENDING
+    node.agent.clock.advance(-3600.0)
+    node.run(290.0)
+    assert node.train()[0] is Status.PENDING  # the hold keeps what it had left ...
+    node.run(10.0)
+    assert node.train()[0] is Status.RUNNING  # ... not an hour more

@@ -247,3 +247,36 @@ def test_a_model_the_policy_does_not_know_is_logged_not_fatal(tmp_path: Path) ->
     tick(agent, controller)
     assert controller.shares[0] == 80
     assert agent.record("train").applied_pct == 20
+
+
+def test_a_service_the_policy_cannot_judge_does_not_block_the_others(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    controller = ShareController(agent.sup, agent.node, SHARE_POLICIES.create("dynamic"))
+    agent.submit({**ONLINE, "name": "aaa", "model": "no-such-model"})
+    agent.submit(ONLINE)  # resnet50, SLO 50 ms
+    agent.run(0.5)
+    tick(agent, controller)
+    agent.submit(OFFLINE)  # arrives with sm_share 50: nothing decided yet forces it to 1 %
+    agent.run(0.5)
+    assert agent.record("train").applied_pct is not None
+    web_pid = agent.record("web").pid
+    assert web_pid is not None
+    agent.node.set_util(web_pid, 95.0)
+    tick(agent, controller)
+    assert controller.shares[0] == 100  # web's need decides, though "aaa" cannot be judged
+    assert agent.record("train").applied_pct == 1
+    assert [e.kind for e in agent.store.events()].count("share policy error") == 1
+
+
+def test_an_unjudged_service_alone_leaves_a_new_offline_job_its_spec_share(
+    tmp_path: Path,
+) -> None:
+    agent = make_agent(tmp_path)
+    controller = ShareController(agent.sup, agent.node, SHARE_POLICIES.create("dynamic"))
+    agent.submit({**ONLINE, "model": "no-such-model"})
+    agent.run(0.5)
+    tick(agent, controller)
+    agent.submit(OFFLINE)
+    tick(agent, controller, 2.0)
+    assert agent.record("train").applied_pct == 50
+    assert controller.shares[0] == 50  # the split in force, kept

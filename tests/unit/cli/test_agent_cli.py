@@ -152,6 +152,10 @@ def test_submit_status_stop_against_a_live_agent(
     assert "p99 report for 'a b?#': no such workload" in assert_one_error_line(err)
     bad = tmp_path / "bad"
     bad.write_text("nope", encoding="utf-8")
+    code, _, err = run(capsys, "agent", "status", "--url", "agent.local", "--token-file",
+                       str(token))
+    assert code == 2  # no scheme: one line, no traceback
+    assert "agent at agent.local" in assert_one_error_line(err)
     code, _, err = run(capsys, "agent", "status", "--url", url, "--token-file", str(bad))
     assert code == 2
     assert "HTTP 401" in assert_one_error_line(err)
