@@ -5,13 +5,15 @@ MuxFlow's second protection level. The share policy sizes the offline share from
 
 * an online service (or a sidecar scraping it) reports its measured p99 through the API
   (``POST /v1/workloads/<name>/p99``, ``cotenant agent report``);
-* a report above ``threshold`` x the service's SLO (0.95, as the simulator's guard) on a GPU
-  with a running offline co-runner *throttles*: the online share's floor rises by ``step_pct``
-  points, held for ``hold_s`` seconds (the share controller applies
-  ``max(policy share, floor)``; MPS fixes a client's share at start, so the offline client is
-  restarted with the smaller share, the simulator's ``share_change_s``);
-* when the floor would pass ``evict_above`` (95, as the simulator), the guard *evicts*: the
-  GPU's offline clients are stopped, and no offline work starts on it for ``evict_hold_s``;
+* a report above ``threshold`` x the service's SLO (0.95, the simulator's MuxFlow policy's
+  ``guard_threshold``, read from it) on a GPU with a running offline co-runner *throttles*:
+  the online share's floor rises by ``step_pct`` points, held for ``hold_s`` seconds (the
+  share controller applies ``max(policy share, floor)``; MPS fixes a client's share at
+  start, so the offline client is restarted with the smaller share, the simulator's
+  ``share_change_s``);
+* when the floor would pass ``evict_above`` (95, also the MuxFlow policy's), the guard
+  *evicts*: the GPU's offline clients are stopped, and no offline work starts on it for
+  ``evict_hold_s``;
 * after an action the GPU's reports are dropped, and those made within ``settle_s`` are
   ignored, since a p99 measured over a window still holds the requests served before the
   action; reports older than ``stale_s`` are ignored too.
@@ -33,16 +35,20 @@ from cotenant.agent.spec import Role
 from cotenant.agent.state import Status, WorkloadRecord
 from cotenant.agent.supervisor import NODE, Supervisor
 from cotenant.errors import InputError
+from cotenant.policies.colocation import COLOCATION
 from cotenant.policies.colocation.contract import MAX_SHARE_PCT, check_share_pct
+
+_MUXFLOW = COLOCATION.create("muxflow")
+"""The simulator's MuxFlow policy: the guard's thresholds are its thresholds."""
 
 
 @dataclass(frozen=True)
 class GuardSettings:
     """The guard's thresholds and timings (see the module docstring)."""
 
-    threshold: float = 0.95
+    threshold: float = _MUXFLOW.guard_threshold
     step_pct: int = 20
-    evict_above: int = 95
+    evict_above: int = _MUXFLOW.evict_above
     hold_s: float = 60.0
     evict_hold_s: float = 300.0
     settle_s: float = 10.0
