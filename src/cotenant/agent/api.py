@@ -97,9 +97,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(HTTPStatus.OK, service.metrics_text(), CONTENT_TYPE)
             elif method == "POST" and path == "/v1/workloads":
                 self._json(HTTPStatus.CREATED, service.submit(self._body()))
-            elif method == "POST" and _p99_name(path) is not None:
-                name = unquote(_p99_name(path) or "")
-                self._json(HTTPStatus.OK, service.report_p99(name, self._body()))
+            elif method == "POST" and (reporter := _p99_name(path)) is not None:
+                self._json(HTTPStatus.OK, service.report_p99(unquote(reporter), self._body()))
             elif method == "DELETE" and path.startswith(_PREFIX):
                 name = unquote(path.removeprefix(_PREFIX))
                 if not service.exists(name):

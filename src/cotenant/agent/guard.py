@@ -118,6 +118,8 @@ class LatencyGuard:
             self._floors.clear()
             self._quiet_until.clear()
         self._last_now = now
+        if not any(self._reports.values()):  # the usual tick: nothing reported, nothing to read
+            return
         records = self.supervisor.store.all()
         online = {r.spec.name for r in records
                   if r.spec.role is Role.ONLINE and r.status is Status.RUNNING}
@@ -155,4 +157,4 @@ class LatencyGuard:
         self.supervisor.hold_offline(gpu, now + self.settings.evict_hold_s)
         for record in offline:
             self.supervisor.store.event(now, record.spec.name, "guard evict", detail=detail)
-            self.supervisor.restart_after(record.spec.name, now)
+            self.supervisor.evict(record.spec.name, now)

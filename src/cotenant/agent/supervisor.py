@@ -115,22 +115,25 @@ class Supervisor:
         record = self.store.update(record, share_pct=share_pct)
         if record.status is Status.RUNNING and record.pid is not None:
             self.store.event(now, name, "share change", detail=f"{record.applied_pct}->{share_pct}")
-            self.restart_after(name, now)
+            self._stop_to_restart(record, record.pid, now)
 
     def hold_offline(self, gpu: int, until: float) -> None:
         """Start no offline workload on ``gpu`` before ``until`` (the guard's eviction); the
         hold lives in memory, so an agent restart lifts it."""
         self._offline_held[gpu] = max(until, self._offline_held.get(gpu, until))
 
-    def restart_after(self, name: str, now: float, delay_s: float = 0.0) -> None:
-        """Stop running offline workload ``name`` (SIGTERM, SIGKILL after the stop grace) and
-        start it again ``delay_s`` after now; not a fault, so no restart is counted."""
+    def evict(self, name: str, now: float) -> None:
+        """Stop running offline workload ``name`` to start it again when it may (after a
+        :meth:`hold_offline` on its GPU); not a fault, so no restart is counted."""
         record = self.store.get(name)
-        if (record is None or record.spec.role is not Role.OFFLINE
-                or record.status is not Status.RUNNING or record.pid is None):
-            return
-        self.backend.send_signal(record.pid, signal.SIGTERM)
-        self.store.update(record, status=Status.RESTARTING, since=now, next_start=now + delay_s)
+        if (record is not None and record.spec.role is Role.OFFLINE
+                and record.status is Status.RUNNING and record.pid is not None):
+            self._stop_to_restart(record, record.pid, now)
+
+    def _stop_to_restart(self, record: WorkloadRecord, pid: int, now: float) -> None:
+        """SIGTERM (SIGKILL after the stop grace); started again once it has exited."""
+        self.backend.send_signal(pid, signal.SIGTERM)
+        self.store.update(record, status=Status.RESTARTING, since=now)
 
     # --- reconcile ---------------------------------------------------------------------------
 
@@ -226,7 +229,7 @@ class Supervisor:
         if record.status is Status.STOPPING:
             self.store.update(record, status=Status.STOPPED)
         elif record.status is Status.RESTARTING:
-            self._restart(record, now, delay=max(0.0, record.next_start - now), count=False)
+            self._restart(record, now, delay=0.0, count=False)
         elif fault in (FaultClass.MPS, FaultClass.LOST):
             self._restart(record, now, delay=0.0)
         elif spec.role is Role.OFFLINE and fault is FaultClass.SIGNAL and signum in _GRACEFUL:
