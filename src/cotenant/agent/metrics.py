@@ -44,7 +44,8 @@ class AgentMetrics:
                            registry=r)
         self.restarts = Gauge("cotenant_workload_restarts", "Restarts after faults",
                               ["workload"], registry=r)
-        self.faults = Gauge("cotenant_workload_faults", "Exits by fault class",
+        self.faults = Gauge("cotenant_workload_faults",
+                            "Exits by fault class (not the exits the agent asked for)",
                             ["workload", "fault"], registry=r)
         self.guard = Gauge("cotenant_guard_actions", "Compute guard actions since the agent "
                            "started (throttle, evict)", ["action"], registry=r)

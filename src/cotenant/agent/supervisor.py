@@ -4,7 +4,9 @@ Everything happens in :meth:`Supervisor.tick` (no threads): re-adopt what a prev
 left running, read XID events, check each GPU's MPS daemon, reap exited processes, start what
 is due. The rules:
 
-* every exit is classified (:mod:`cotenant.agent.faults`) and logged with its class;
+* every exit is classified (:mod:`cotenant.agent.faults`) and logged with its class; an
+  exit the agent asked for (a stop, a share change, an eviction: SIGTERM, SIGKILL after
+  the grace, or exit 0) is logged as ``requested`` and counts as no fault;
 * SIGINT/SIGTERM ending an *offline* workload is a graceful stop: it is not restarted;
 * an offline crash (CUDA error, OOM, XID, plain crash) restarts it after an exponential
   backoff (``Backoff``), up to ``max_restarts``;
@@ -222,8 +224,13 @@ class Supervisor:
         name, spec = record.spec.name, record.spec
         mps_failed = record.since < self._mps_failed.get(spec.gpu, -1.0)
         fault, detail = classify(status, spec.gpu, now, self._xids, mps_failed)
-        self.store.event(now, name, "exit", fault.value, detail)
-        record = self.store.update(record, pid=None, last_exit=f"{fault.value}: {detail}",
+        requested = record.status in (Status.STOPPING, Status.RESTARTING) and fault in (
+            FaultClass.SIGNAL, FaultClass.NONE)
+        # an exit the agent asked for (stop, share change, eviction) is logged, not a fault
+        label = "requested" if requested else fault.value
+        self.store.event(now, name, "exit", None if requested else fault.value,
+                         f"{label}: {detail}" if requested else detail)
+        record = self.store.update(record, pid=None, last_exit=f"{label}: {detail}",
                                    since=now)
         signum = -status.returncode if status.returncode and status.returncode < 0 else 0
         if record.status is Status.STOPPING:

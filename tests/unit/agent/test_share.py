@@ -64,6 +64,8 @@ def test_share_follows_the_online_load(tmp_path: Path) -> None:
     assert agent.node.env_of(train.pid)["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "10"
     assert agent.record("web").pid == web_pid  # online never restarted
     assert train.restarts == 0  # a share change is not a fault
+    assert not any(w == "train" for w, _ in agent.store.fault_counts())
+    assert train.last_exit == "requested: killed by SIGTERM"
     assert policy.seen[-1].online_share_pct == 90
 
 

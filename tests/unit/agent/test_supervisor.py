@@ -114,6 +114,24 @@ def test_stop_waits_for_a_checkpoint_and_kills_after_the_grace(tmp_path: Path) -
     assert moved.status is Status.RUNNING
     assert moved.pid != old
     assert moved.applied_pct == 30
+    # exits the agent asked for are logged, not counted as faults (metrics, restarts)
+    assert agent.store.fault_counts() == {}
+    assert agent.record("deaf").last_exit == "requested: killed by SIGKILL"
+    assert moved.restarts == 0
+
+
+def test_a_crash_while_stopping_is_still_a_fault(tmp_path: Path) -> None:
+    """Only a signal or exit 0 answers a stop; an XID on the way out is counted."""
+    agent = make_agent(tmp_path)
+    agent.submit({**OFFLINE, "argv": ["fake-workload", "--term-delay-s", "4"]})
+    agent.run(1.0)
+    pid = agent.record("train").pid
+    assert pid is not None
+    agent.sup.stop("train", agent.clock())
+    agent.node.inject_xid(0, 43, pid=pid)
+    agent.run(1.0)
+    assert agent.status("train") is Status.STOPPED
+    assert agent.store.fault_counts() == {("train", "xid"): 1}
 
 
 def test_submit_unknown_gpu_and_unknown_stop(tmp_path: Path) -> None:
