@@ -14,6 +14,9 @@
 * ``sweep``: the real run with the duty cycles scaled by 1-4x (a busier online fleet).
 * ``restart``: the real run as the offline start-up time (paid on placement and on every MPS
   share change) goes from 0 to 60 s, and with shares changed in place (30 s starts only).
+* ``seeds``: the real run's four policies on ``--seeds`` workload seeds from ``--seed`` on
+  (each seed draws the GPUs' load series, models, SLOs, offline jobs and faults anew): how
+  far the comparison between policies moves with the draw.
 
     .venv/bin/python benchmarks/colocation.py            # real + scale
     .venv/bin/python benchmarks/colocation.py --only scale
@@ -21,6 +24,7 @@
     .venv/bin/python benchmarks/colocation.py --only frontier
     .venv/bin/python benchmarks/colocation.py --only sweep
     .venv/bin/python benchmarks/colocation.py --only restart   # offline start-up time
+    .venv/bin/python benchmarks/colocation.py --only seeds --seeds 5
 """
 
 from __future__ import annotations
@@ -195,6 +199,33 @@ def sweep(seed: int) -> list[dict[str, object]]:
     return rows
 
 
+def seeds(first: int, count: int) -> dict[str, object]:
+    """The real run's policies on ``count`` seeds: per seed, and MuxFlow's margin over each
+    baseline (offline throughput and violation points) as min / mean / max."""
+    keys = ("utilisation_pct", "slo_violation_pct", "offline_throughput", "share_changes")
+    runs: list[dict[str, object]] = []
+    for seed in range(first, first + count):
+        work = _real_workload(seed)
+        row: dict[str, object] = {"seed": seed}
+        for name in POLICIES:
+            s = run_colocation(work, name, seed).summary()
+            row[name] = {k: s[k] for k in keys}
+        runs.append(row)
+
+    def value(run: dict[str, object], policy: str, key: str) -> float:
+        return float(run[policy][key])  # type: ignore[index]
+
+    margins: dict[str, object] = {}
+    for other in ("mps-fixed", "time-slicing"):
+        for key in ("offline_throughput", "slo_violation_pct"):
+            d = [value(r, "muxflow", key) - value(r, other, key) for r in runs]
+            margins[f"muxflow - {other}: {key}"] = {
+                "min": round(min(d), 4), "mean": round(float(np.mean(d)), 4),
+                "max": round(max(d), 4),
+            }
+    return {"runs": runs, "margins": margins}
+
+
 def scale(seed: int, gpus: int, hours: float) -> dict[str, object]:
     t0 = time.perf_counter()
     work = synthetic_workload(np.random.default_rng(seed), gpus=gpus, intervals=round(hours * 60))
@@ -216,8 +247,10 @@ def scale(seed: int, gpus: int, hours: float) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--only", choices=("real", "scale", "sensitivity", "frontier", "sweep", "restart")
+        "--only",
+        choices=("real", "scale", "sensitivity", "frontier", "sweep", "restart", "seeds"),
     )
+    parser.add_argument("--seeds", type=int, default=5, help="--only seeds: how many")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--gpus", type=int, default=20_000)
     parser.add_argument("--hours", type=float, default=24.0)
@@ -239,6 +272,8 @@ def main() -> None:
         out["sweep"] = sweep(args.seed)
     if args.only == "restart":
         out["restart"] = restart(args.seed)
+    if args.only == "seeds":
+        out["seeds"] = seeds(args.seed, args.seeds)
     if args.only in (None, "scale"):
         out["scale"] = scale(args.seed, args.gpus, args.hours)
     out["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
