@@ -4,7 +4,8 @@ MuxFlow's second protection level. The share policy sizes the offline share from
 *load*; the guard watches the online *latency* and acts when the share policy was wrong:
 
 * an online service (or a sidecar scraping it) reports its measured p99 through the API
-  (``POST /v1/workloads/<name>/p99``, ``cotenant agent report``);
+  (``POST /v1/workloads/<name>/p99``, ``cotenant agent report``), or the agent reads it from
+  the service's Prometheus latency histogram (:mod:`cotenant.agent.latency`);
 * a report above ``threshold`` x the service's SLO (0.95, the simulator's MuxFlow policy's
   ``guard_threshold``, read from it) on a GPU with a running offline co-runner *throttles*:
   the online share's floor rises by ``step_pct`` points, held for ``hold_s`` seconds (the
@@ -83,6 +84,7 @@ class LatencyGuard:
         self._reports: dict[int, dict[str, _Report]] = {}
         self._floors: dict[int, tuple[int, float]] = {}  # GPU -> (floor %, until)
         self._quiet_until: dict[int, float] = {}
+        self._latest: dict[str, tuple[float, float]] = {}  # name -> (p99 ms, reported at)
         self._last_now = -math.inf
 
     def report(self, name: str, p99_ms: object, now: float) -> int:
@@ -103,7 +105,15 @@ class LatencyGuard:
             raise InputError(where, "only a running online workload reports its latency")
         gpu = record.spec.gpu
         self._reports.setdefault(gpu, {})[name] = _Report(value, record.spec.slo_ms, now)
+        self._latest[name] = (value, now)
         return gpu
+
+    def latest(self, now: float) -> dict[str, float]:
+        """The last p99 (ms) of each service that reported within ``stale_s`` (metrics)."""
+        fresh = {n: v for n, (v, at) in self._latest.items()
+                 if 0.0 <= now - at <= self.settings.stale_s}
+        self._latest = {n: self._latest[n] for n in fresh}
+        return fresh
 
     def floor(self, gpu: int, now: float) -> int:
         """The online share the guard holds ``gpu`` at (0: none)."""

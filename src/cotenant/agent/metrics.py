@@ -1,7 +1,8 @@
 """Prometheus metrics of the agent, in a registry of its own (never the process-global one).
 
 Per GPU: utilisation, memory used and total, the online SM share in force, MPS daemon restarts.
-Per node: the compute guard's throttles and evictions.
+Per node: the compute guard's throttles and evictions; per online service, the last p99 the
+guard got (reported, or read from the service's latency histogram).
 Per workload: up (1 while running), the SM share its client got, restarts, and exits by fault
 class (from the SQLite event log, so the counts survive agent restarts; exported as gauges for
 that reason). Served on ``GET /metrics`` by :mod:`cotenant.agent.api`, behind the same bearer
@@ -47,6 +48,9 @@ class AgentMetrics:
         self.faults = Gauge("cotenant_workload_faults",
                             "Exits by fault class (not the exits the agent asked for)",
                             ["workload", "fault"], registry=r)
+        self.p99 = Gauge("cotenant_online_p99_ms", "Last p99 an online service reported or "
+                         "the agent read from its latency histogram (fresh ones only)",
+                         ["workload"], registry=r)
         self.guard = Gauge("cotenant_guard_actions", "Compute guard actions since the agent "
                            "started (throttle, evict)", ["action"], registry=r)
 
@@ -58,6 +62,7 @@ class AgentMetrics:
         shares: Mapping[int, int],
         mps_restarts: Mapping[int, int],
         guard_actions: Mapping[str, int] | None = None,
+        p99_ms: Mapping[str, float] | None = None,
     ) -> None:
         """Replace every value by the snapshot's (``gpus=None``: keep the last GPU values)."""
         if gpus is not None:
@@ -69,7 +74,7 @@ class AgentMetrics:
                 self.gpu_mem.labels(label).set(info.memory_used_mib)
                 self.gpu_mem_total.labels(label).set(info.memory_total_mib)
         for gauge in (self.gpu_share, self.mps_restarts, self.up, self.share, self.restarts,
-                      self.faults):
+                      self.faults, self.p99):
             gauge.clear()
         for gpu, share in shares.items():
             self.gpu_share.labels(str(gpu)).set(share)
@@ -84,6 +89,8 @@ class AgentMetrics:
                 self.share.labels(name).set(record.applied_pct)
         for (name, fault), count in faults.items():
             self.faults.labels(name, fault).set(count)
+        for name, value in (p99_ms or {}).items():
+            self.p99.labels(name).set(value)
         for action, count in (guard_actions or {}).items():
             self.guard.labels(action).set(count)
 

@@ -1,5 +1,6 @@
-"""The agent as one object: backend, state, MPS, supervisor, share controller and metrics,
-with the thread-safe calls the API makes and the ``tick`` the run loop makes.
+"""The agent as one object: backend, state, MPS, supervisor, share controller, compute guard
+(fed by pushed reports and by the latency scraper) and metrics, with the thread-safe calls
+the API makes and the ``tick`` the run loop makes.
 
 The reconcile core has no threads; the HTTP server's threads and the run loop meet here, under
 one lock. Times are wall-clock seconds (``time.time`` by default, injectable) because they are
@@ -17,6 +18,7 @@ from typing import Any
 
 from cotenant.agent.backends.base import GpuInfo, NodeBackend
 from cotenant.agent.guard import GuardSettings, LatencyGuard
+from cotenant.agent.latency import Fetch, LatencyScraper, http_get
 from cotenant.agent.metrics import AgentMetrics
 from cotenant.agent.mps import MpsManager
 from cotenant.agent.share import ShareController
@@ -40,6 +42,8 @@ class AgentService:
         share_threshold_pct: int = 10,
         share_window_s: float = 60.0,
         guard: GuardSettings | None = None,
+        scrape_interval_s: float = 5.0,
+        fetch: Fetch = http_get,
     ) -> None:
         self.backend = backend
         self.clock = clock
@@ -47,6 +51,7 @@ class AgentService:
         self.mps = MpsManager(backend, state_dir)
         self.supervisor = Supervisor(backend, self.store, self.mps)
         self.guard = LatencyGuard(self.supervisor, guard)
+        self.latency = LatencyScraper(self.store, fetch, interval_s=scrape_interval_s)
         self.share = ShareController(self.supervisor, backend, policy,
                                      threshold_pct=share_threshold_pct,
                                      window_s=share_window_s, floor=self.guard.floor)
@@ -55,8 +60,15 @@ class AgentService:
         self._gpus: list[GpuInfo] = []
 
     def tick(self) -> None:
+        # latency pages are fetched outside the lock: a slow one must not hold up the API
+        reports = self.latency.tick(self.clock())
         with self._lock:
             now = self.clock()
+            for name, p99_ms in reports:
+                try:
+                    self.guard.report(name, p99_ms, now)
+                except InputError:  # the service stopped since the scrape
+                    continue
             self.guard.tick(now, self.share.shares)
             self.share.tick(now)
             self.supervisor.tick(now)
@@ -69,7 +81,8 @@ class AgentService:
             self.metrics.update(gpus, self.store.all(), self.store.fault_counts(),
                                 self.share.shares, self.mps.restarts,
                                 {"throttle": self.guard.throttles,
-                                 "evict": self.guard.evictions})
+                                 "evict": self.guard.evictions},
+                                self.guard.latest(now))
 
     def submit(self, data: object) -> dict[str, Any]:
         spec = WorkloadSpec.from_dict(data)

@@ -3,7 +3,9 @@
 The command is an argv *list*; no shell ever sees it, so shell metacharacters in an item are
 just bytes of an argument. A string command is refused (it would need a shell or a split).
 Unknown keys are rejected with their name. The agent owns the MPS variables: a spec may not
-set ``CUDA_MPS_*`` or ``CUDA_VISIBLE_DEVICES`` in its env.
+set ``CUDA_MPS_*`` or ``CUDA_VISIBLE_DEVICES`` in its env. An online service may name a
+Prometheus latency histogram (``latency_metric``) the agent reads its p99 from, for the
+compute guard (:mod:`cotenant.agent.latency`).
 """
 
 from __future__ import annotations
@@ -14,19 +16,67 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from cotenant.agent.backends.local import check_argv
 from cotenant.errors import InputError
 from cotenant.policies.colocation.contract import check_share_pct
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-_KEYS = {"name", "argv", "role", "gpu", "sm_share", "mem_limit_mib", "env", "model", "slo_ms"}
+_KEYS = {"name", "argv", "role", "gpu", "sm_share", "mem_limit_mib", "env", "model", "slo_ms",
+         "latency_metric"}
 _RESERVED_ENV = ("CUDA_MPS_", "CUDA_VISIBLE_DEVICES")
+_METRIC_KEYS = {"url", "histogram", "unit", "labels"}
+_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+UNIT_MS = {"s": 1000.0, "ms": 1.0, "us": 0.001}
+"""Milliseconds per unit of a latency histogram's bucket bounds."""
 
 
 class Role(enum.Enum):
     ONLINE = "online"
     OFFLINE = "offline"
+
+
+@dataclass(frozen=True)
+class LatencyMetric:
+    """Where the guard reads an online service's latency: the Prometheus histogram
+    ``histogram`` (its ``_bucket`` series, summed over the series matching ``labels``) on the
+    text exposition at ``url``; bucket bounds in ``unit`` (s, ms or us)."""
+
+    url: str
+    histogram: str
+    unit: str = "s"
+    labels: tuple[tuple[str, str], ...] = ()
+
+    @staticmethod
+    def from_dict(data: object, where: str) -> LatencyMetric:
+        if not isinstance(data, Mapping):
+            raise InputError(where, "must be a JSON object {url, histogram[, unit, labels]}")
+        unknown = sorted(set(map(str, data)) - _METRIC_KEYS)
+        if unknown:
+            raise InputError(f"{where}.{unknown[0]}", f"unknown key; valid: {sorted(_METRIC_KEYS)}")
+        url, histogram = data.get("url"), data.get("histogram")
+        if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not (
+                urlsplit(url).hostname):
+            raise InputError(f"{where}.url", f"must be an http(s) URL, got {url!r:.60}",
+                             hint="e.g. http://127.0.0.1:8000/metrics")
+        if not isinstance(histogram, str) or not _METRIC_NAME.match(histogram):
+            raise InputError(f"{where}.histogram",
+                             f"must be a Prometheus metric name, got {histogram!r:.60}")
+        unit = data.get("unit", "s")
+        if unit not in UNIT_MS:
+            raise InputError(f"{where}.unit", f"must be one of {sorted(UNIT_MS)}, got {unit!r:.20}")
+        labels = data.get("labels", {})
+        if not isinstance(labels, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+            raise InputError(f"{where}.labels", "must be an object of strings")
+        if "le" in labels:
+            raise InputError(f"{where}.labels.le", "is the bucket bound; the agent reads them all")
+        return LatencyMetric(url, histogram, str(unit), tuple(sorted(labels.items())))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"url": self.url, "histogram": self.histogram, "unit": self.unit,
+                "labels": dict(self.labels)}
 
 
 @dataclass(frozen=True)
@@ -43,6 +93,7 @@ class WorkloadSpec:
     env: tuple[tuple[str, str], ...] = ()
     model: str = ""
     slo_ms: float = 100.0
+    latency_metric: LatencyMetric | None = None
 
     @staticmethod
     def from_dict(data: object, where: str = "workload") -> WorkloadSpec:
@@ -72,15 +123,22 @@ class WorkloadSpec:
         mem = data.get("mem_limit_mib")
         if mem is not None and (isinstance(mem, bool) or not isinstance(mem, int) or mem <= 0):
             raise InputError(f"{where}.mem_limit_mib", f"must be a positive integer, got {mem!r}")
+        metric = data.get("latency_metric")
+        if metric is not None:
+            if role is not Role.ONLINE:
+                raise InputError(f"{where}.latency_metric", "only an online service has one")
+            metric = LatencyMetric.from_dict(metric, f"{where}.latency_metric")
         return WorkloadSpec(name, argv, role, gpu, share, mem, _env(data.get("env", {}), where),
                             _text(data.get("model", ""), f"{where}.model"),
-                            _slo(data.get("slo_ms", 100.0), f"{where}.slo_ms"))
+                            _slo(data.get("slo_ms", 100.0), f"{where}.slo_ms"), metric)
 
     def to_dict(self) -> dict[str, Any]:
+        metric = self.latency_metric
         return {
             "name": self.name, "argv": list(self.argv), "role": self.role.value, "gpu": self.gpu,
             "sm_share": self.sm_share, "mem_limit_mib": self.mem_limit_mib,
             "env": dict(self.env), "model": self.model, "slo_ms": self.slo_ms,
+            "latency_metric": None if metric is None else metric.to_dict(),
         }
 
 

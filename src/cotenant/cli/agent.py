@@ -83,6 +83,11 @@ def run(
         typer.Option(min=0.0, help="the share policy sees the peak load of this many seconds: "
                      "a fall in load lowers the online share only once it has lasted this long"),
     ] = 60.0,
+    scrape_interval_s: Annotated[
+        float,
+        typer.Option(min=0.1, help="seconds between reads of each online service's "
+                     "latency_metric histogram (its p99 feeds the compute guard)"),
+    ] = 5.0,
     interval: Annotated[float, typer.Option(help="seconds between reconcile ticks")] = 1.0,
     ticks: Annotated[int, typer.Option(help="stop after this many ticks (0: until SIGINT)")] = 0,
 ) -> None:
@@ -97,7 +102,8 @@ def run(
     policy = SHARE_POLICIES.create(share_policy, **kwargs)
     token = ensure_token(token_file or state_dir / "token")
     node = open_backend(backend, gpus=gpus, state_dir=state_dir)
-    service = AgentService(node, state_dir, policy, share_window_s=share_window_s)
+    service = AgentService(node, state_dir, policy, share_window_s=share_window_s,
+                           scrape_interval_s=scrape_interval_s)
     server = AgentServer((host, port), service, token)
     thread = threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True)
     thread.start()
