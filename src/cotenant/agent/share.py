@@ -44,7 +44,6 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from cotenant.agent.backends.base import DeviceInventory, GpuInfo
 from cotenant.agent.spec import Role
@@ -58,22 +57,17 @@ from cotenant.policies.colocation.contract import (
     SharePolicy,
     check_share_pct,
 )
-from cotenant.policies.colocation.share import DynamicShare
+from cotenant.policies.colocation.share import DynamicShare, FixedShare
 from cotenant.registry import Registry
 
 SHARE_POLICIES: Registry[SharePolicy] = Registry("share policy")
 
 
 @SHARE_POLICIES.register("static", aliases=("fixed-online",))
-@dataclass(frozen=True)
-class StaticShare:
-    """The online service keeps ``online_pct`` of the SMs whatever its load (a baseline; the
-    load-driven policies live in :mod:`cotenant.policies.colocation`)."""
-
-    online_pct: int = 70
-
-    def online_share(self, obs: OnlineObservation) -> int:
-        return check_share_pct(self.online_pct, "static share policy online_pct")
+def static_share(online_pct: int = 70) -> SharePolicy:
+    """The online service keeps ``online_pct`` of the SMs whatever its load: the simulator's
+    fixed split (:class:`~cotenant.policies.colocation.share.FixedShare`), a baseline."""
+    return FixedShare(online_pct)
 
 
 SHARE_POLICIES.register("dynamic", aliases=("muxflow",))(DynamicShare)

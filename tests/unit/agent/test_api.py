@@ -14,7 +14,7 @@ import pytest
 from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import FakeNode, ManualClock
 from cotenant.agent.service import AgentService
-from cotenant.agent.share import StaticShare
+from cotenant.policies.colocation.share import FixedShare
 
 from .harness import OFFLINE, ONLINE
 
@@ -46,7 +46,7 @@ class Client:
 def client(tmp_path: Path) -> Iterator[Client]:
     clock = ManualClock(1000.0)
     node = FakeNode.build("A100-40GB", 2, clock)
-    service = AgentService(node, tmp_path, StaticShare(70), clock=clock)
+    service = AgentService(node, tmp_path, FixedShare(70), clock=clock)
     server = AgentServer(("127.0.0.1", 0), service, TOKEN)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()

@@ -18,8 +18,8 @@ import pytest
 from cotenant.agent.backends import open_backend
 from cotenant.agent.mps import MpsManager
 from cotenant.agent.service import AgentService
-from cotenant.agent.share import StaticShare
 from cotenant.agent.state import Status
+from cotenant.policies.colocation.share import FixedShare
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_gpu")]
 
@@ -80,7 +80,7 @@ def test_offline_past_its_memory_limit_fails_while_online_keeps_serving(tmp_path
     if importlib.util.find_spec("torch") is None:
         pytest.skip("torch is not installed")
     beats = tmp_path / "beats"
-    service = AgentService(open_backend("nvml", state_dir=tmp_path), tmp_path, StaticShare(70))
+    service = AgentService(open_backend("nvml", state_dir=tmp_path), tmp_path, FixedShare(70))
     try:
         service.submit({"name": "web", "role": "online", "gpu": 0, "mem_limit_mib": 4096,
                         "argv": [sys.executable, "-c", ONLINE_PY, str(beats), "60"]})

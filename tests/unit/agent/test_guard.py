@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from cotenant.agent.guard import GuardSettings, LatencyGuard
-from cotenant.agent.share import ShareController, StaticShare
+from cotenant.agent.share import ShareController
 from cotenant.agent.state import Status
 from cotenant.errors import InputError
 from cotenant.policies.colocation.contract import SharePolicy
-from cotenant.policies.colocation.share import DynamicShare
+from cotenant.policies.colocation.share import DynamicShare, FixedShare
 
 from .harness import OFFLINE, ONLINE, Agent, make_agent
 
@@ -25,7 +25,7 @@ class Node:
                  policy: SharePolicy | None = None, slo_ms: float = 50.0) -> None:
         self.agent: Agent = make_agent(tmp_path)
         self.guard = LatencyGuard(self.agent.sup, settings)
-        self.share = ShareController(self.agent.sup, self.agent.node, policy or StaticShare(50),
+        self.share = ShareController(self.agent.sup, self.agent.node, policy or FixedShare(50),
                                      window_s=0.0, floor=self.guard.floor)
         self.agent.submit({**ONLINE, "slo_ms": slo_ms})  # resnet50, SLO 50 ms by default
         self.agent.submit(OFFLINE)  # sm_share 50

@@ -14,9 +14,9 @@ import pytest
 from cotenant.agent.backends import FakeNode, ManualClock
 from cotenant.agent.latency import LatencyScraper, histogram_quantile, read_buckets
 from cotenant.agent.service import AgentService
-from cotenant.agent.share import StaticShare
 from cotenant.agent.spec import LatencyMetric, WorkloadSpec
 from cotenant.errors import InputError
+from cotenant.policies.colocation.share import FixedShare
 
 from .harness import OFFLINE, ONLINE, make_agent
 
@@ -209,7 +209,7 @@ def test_a_slow_histogram_throttles_the_offline_client_through_the_agent(
     SLO, and the guard raises the online share (the offline client restarts with less)."""
     url, handler = metrics_page
     clock = ManualClock(1000.0)
-    service = AgentService(FakeNode.build("A100-40GB", 1, clock), tmp_path, StaticShare(50),
+    service = AgentService(FakeNode.build("A100-40GB", 1, clock), tmp_path, FixedShare(50),
                            clock=clock, scrape_interval_s=5.0)
     try:
         service.submit({**ONLINE, "latency_metric": {**METRIC, "url": url}})

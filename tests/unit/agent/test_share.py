@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
-from cotenant.agent.share import SHARE_POLICIES, ShareController, StaticShare
+from cotenant.agent.share import SHARE_POLICIES, ShareController
 from cotenant.agent.state import Status
 from cotenant.policies.colocation.contract import OnlineObservation
-from cotenant.policies.colocation.share import DynamicShare
+from cotenant.policies.colocation.share import DynamicShare, FixedShare
 
 from .harness import OFFLINE, ONLINE, Agent, make_agent
 
@@ -197,7 +197,7 @@ def test_each_online_service_is_judged_on_its_own_peak_and_slo(tmp_path: Path) -
 
 def test_static_policy_from_the_registry() -> None:
     policy = SHARE_POLICIES.create("static", online_pct=60)
-    assert isinstance(policy, StaticShare)
+    assert isinstance(policy, FixedShare)
     assert policy.online_share(OnlineObservation("m", 0.5, 10.0)) == 60
 
 

@@ -15,7 +15,7 @@ import yaml
 from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import FakeNode
 from cotenant.agent.service import AgentService
-from cotenant.agent.share import StaticShare
+from cotenant.policies.colocation.share import FixedShare
 
 from .test_cli import assert_one_error_line, run
 
@@ -106,7 +106,7 @@ def test_status_without_agent_is_one_line(capsys: Capsys, tmp_path: Path) -> Non
 
 @pytest.fixture
 def live_agent(tmp_path: Path) -> Iterator[tuple[str, Path, AgentService]]:
-    service = AgentService(FakeNode.build("A100-40GB", 2), tmp_path, StaticShare())
+    service = AgentService(FakeNode.build("A100-40GB", 2), tmp_path, FixedShare(70))
     server = AgentServer(("127.0.0.1", 0), service, "tok")
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
