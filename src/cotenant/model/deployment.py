@@ -119,8 +119,7 @@ def parse_deployment(data: Any, source: str = "deployment") -> Deployment:
         gpu = CATALOG.get(str(data.get("gpu")))
     except UnknownNameError as exc:
         raise InputError(f"{source}.gpu", exc.message) from exc
-    if gpu.mig is None:
-        raise InputError(f"{source}.gpu", f"{gpu.name} has no MIG")
+    gpu.require_mig(f"{source}.gpu")
     return Deployment(gpu, parse_gpus(data.get("gpus"), gpu, f"{source}.gpus"))
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cotenant.errors import UnknownNameError
+from cotenant.errors import InputError, UnknownNameError
 from cotenant.model.mig import MigGeometry, MigProfile
 
 _A100_STARTS = {
@@ -72,6 +72,13 @@ class GpuModel:
     @property
     def supports_mig(self) -> bool:
         return self.mig is not None
+
+    def require_mig(self, where: str) -> MigGeometry:
+        """The MIG geometry; an ``InputError`` at ``where`` naming the MIG models if none."""
+        if self.mig is None:
+            raise InputError(where, f"{self.name} has no MIG; use one of "
+                                    f"{', '.join(CATALOG.mig_names())}")
+        return self.mig
 
 
 _MODELS: tuple[GpuModel, ...] = (
@@ -151,6 +158,9 @@ class GpuCatalog:
 
     def names(self) -> list[str]:
         return [m.name for m in self.models]
+
+    def mig_names(self) -> list[str]:
+        return [m.name for m in self.models if m.supports_mig]
 
 
 CATALOG = GpuCatalog()

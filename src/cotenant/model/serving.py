@@ -76,9 +76,7 @@ def parse_spec(data: Any, source: str = "spec") -> ServingSpec:
         gpu = CATALOG.get(gpu_name)
     except UnknownNameError as exc:
         raise InputError(f"{source}.gpu", exc.message) from exc
-    if gpu.mig is None:
-        mig_models = ", ".join(m.name for m in CATALOG.models if m.supports_mig)
-        raise InputError(f"{source}.gpu", f"{gpu.name} has no MIG; use one of {mig_models}")
+    gpu.require_mig(f"{source}.gpu")
     raw = data.get("services")
     if not isinstance(raw, list) or not raw:
         raise InputError(f"{source}.services", "must be a non-empty list of services")

@@ -155,12 +155,9 @@ def _canonical(gpu: str) -> str:
 
 def _profile_names(gpu: str, where: str) -> list[str]:
     if gpu not in CATALOG or CATALOG.get(gpu).name != gpu:
-        valid = ", ".join(m.name for m in CATALOG.models if m.supports_mig)
+        valid = ", ".join(CATALOG.mig_names())
         raise InputError(where, f"unknown GPU model {gpu!r}; valid MIG GPUs: {valid}")
-    geometry = CATALOG.get(gpu).mig
-    if geometry is None:
-        raise InputError(where, f"GPU model {gpu!r} does not support MIG")
-    return [p.name for p in geometry.profiles]
+    return [p.name for p in CATALOG.get(gpu).require_mig(where).profiles]
 
 
 # --- the default table -------------------------------------------------------------------------
@@ -289,7 +286,7 @@ def _point(rec: dict[str, str], where: str) -> ProfilePoint:
     if not rec["model"]:
         raise InputError(f"{where}:model", "empty model name")
     if rec["gpu"] not in CATALOG:
-        valid = ", ".join(m.name for m in CATALOG.models if m.supports_mig)
+        valid = ", ".join(CATALOG.mig_names())
         raise InputError(f"{where}:gpu", f"unknown GPU model {rec['gpu']!r}; valid: {valid}")
     gpu = CATALOG.get(rec["gpu"]).name
     profiles = _profile_names(gpu, f"{where}:gpu")

@@ -187,7 +187,7 @@ def test_load_csv_reads_and_canonicalises(tmp_path: Path) -> None:
         ("m,A100-40GB,1g.5gb,8,nan,20,s", "t.csv:2:throughput_rps", "finite"),
         ("m,A100-40GB,1g.5gb,-8,100,20,s", "t.csv:2:batch", "positive integer"),
         ("m,B200,1g.5gb,8,100,20,s", "t.csv:2:gpu", "unknown GPU model 'B200'"),
-        ("m,T4,1g.5gb,8,100,20,s", "t.csv:2:gpu", "does not support MIG"),
+        ("m,T4,1g.5gb,8,100,20,s", "t.csv:2:gpu", "T4 has no MIG"),
         ("m,A100-80GB,1g.5gb,8,100,20,s", "t.csv:2:profile", "not a MIG profile of A100-80GB"),
         ("m,A100-40GB,1g.5gb,8,100", "t.csv:2", "5 fields; the header has 7"),
         (",A100-40GB,1g.5gb,8,100,20,s", "t.csv:2:model", "empty model name"),

@@ -19,9 +19,7 @@ from cotenant.policies.partition.registry import PARTITION
 
 def build_problem(spec: ServingSpec, table: ProfileTable) -> PartitionProblem:
     """The rate matrix for ``spec`` on its GPU model."""
-    geometry = spec.gpu.mig
-    if geometry is None:  # parse_spec already refuses non-MIG models
-        raise InputError("spec.gpu", f"{spec.gpu.name} has no MIG")
+    geometry = spec.gpu.require_mig("spec.gpu")  # parse_spec already refuses non-MIG models
     layouts = tuple(geometry.enumerate_maximal())
     profiles = tuple(
         sorted({p.profile.name for lay in layouts for p in lay.placements},
