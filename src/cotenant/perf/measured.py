@@ -61,16 +61,35 @@ def _migperf(
     )
 
 
-def _miger(model: str, latency_ms: tuple[float, float, float, float, float]) -> MeasuredTable:
-    """A MIGER batch-32 row; ``latency_ms`` for 1g.10gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb."""
-    names = ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
+MIGER_PROFILES = ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
+MIGER_ONLINE_MS: dict[str, tuple[float | None, ...]] = {
+    "alexnet": (10.6, 5.6, 3.7, 2.9, 1.8),
+    "inception_v3": (106.4, 53.5, 32.4, 26.7, 16.6),
+    "mobilenet_v2": (51.0, 26.0, 15.3, 13.2, 7.8),
+    "resnet50": (97.7, 49.7, 30.0, 25.8, 14.8),
+    "resnet152": (None, 105.6, 63.1, 55.7, 32.6),
+    "vgg16": (143.5, 73.1, 44.8, 36.9, 22.3),
+    "vgg19": (167.5, 85.2, 52.4, 43.2, 26.1),
+    "unet": (None, 88.1, 52.8, 44.5, 26.5),
+    "bert": (None, None, 264.0, 221.6, 136.6),
+    "deeplabv3": (None, 254.6, 191.8, 175.0, 138.9),
+}
+"""MIGER ``online_result``: ms per batch-32 inference on each profile of
+:data:`MIGER_PROFILES` (A100-80GB); None where the source reports an error."""
+
+
+def _miger(model: str, latency_ms: tuple[float | None, ...]) -> MeasuredTable | None:
+    """A MIGER batch-32 table; None unless every profile was measured."""
+    if any(ms is None for ms in latency_ms):
+        return None
+    rows = [(n, ms) for n, ms in zip(MIGER_PROFILES, latency_ms, strict=True) if ms is not None]
     return MeasuredTable(
         model,
         "A100-80GB",
         _MIGER.format(model),
         (32,),
-        {n: (round(32_000 / ms, 2),) for n, ms in zip(names, latency_ms, strict=True)},
-        {n: (ms,) for n, ms in zip(names, latency_ms, strict=True)},
+        {n: (round(32_000 / ms, 2),) for n, ms in rows},
+        {n: (ms,) for n, ms in rows},
     )
 
 
@@ -106,12 +125,7 @@ MEASURED: tuple[MeasuredTable, ...] = (
         ((90, 172, 345, 737, 1485, 2939, 4857, 5064, 5044), (11, 12, 12, 11, 11, 11, 13, 25, 51)),
         ((87, 170, 363, 723, 1488, 2950, 5907, 10608, 10760), (11, 12, 11, 11, 11, 11, 11, 12, 24)),
     )),
-    _miger("alexnet", (10.6, 5.6, 3.7, 2.9, 1.8)),
-    _miger("inception_v3", (106.4, 53.5, 32.4, 26.7, 16.6)),
-    _miger("mobilenet_v2", (51.0, 26.0, 15.3, 13.2, 7.8)),
-    _miger("resnet50", (97.7, 49.7, 30.0, 25.8, 14.8)),
-    _miger("vgg16", (143.5, 73.1, 44.8, 36.9, 22.3)),
-    _miger("vgg19", (167.5, 85.2, 52.4, 43.2, 26.1)),
+    *(t for m, row in MIGER_ONLINE_MS.items() if (t := _miger(m, row)) is not None),
 )
 # fmt: on
 """Every measured table, MIGPerf (A100-40GB, 9 batch sizes) then MIGER (A100-80GB, batch 32)."""

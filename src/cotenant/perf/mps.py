@@ -52,6 +52,7 @@ import numpy.typing as npt
 from scipy.optimize import brentq
 
 from cotenant.perf import published
+from cotenant.perf.measured import MIGER_ONLINE_MS
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -71,18 +72,11 @@ ONLINE_MODELS: tuple[str, ...] = tuple(MPS_LATENCY_MS)
 
 MIG_SM_FRACTION = (1.0, 56 / 98, 42 / 98, 28 / 98, 14 / 98)
 """SMs of each MIG slice relative to a 7g instance (calibration.md section 0)."""
-# MIGER online_result, same models: ms per batch-32 inference on 7g, 4g, 3g, 2g, 1g
-# (A100-80GB); None where the source reports an error.
 MIG_LATENCY_MS: dict[str, tuple[float | None, ...]] = {
-    "resnet50": (14.8, 25.8, 30.0, 49.7, 97.7),
-    "resnet152": (32.6, 55.7, 63.1, 105.6, None),
-    "vgg16": (22.3, 36.9, 44.8, 73.1, 143.5),
-    "inception_v3": (16.6, 26.7, 32.4, 53.5, 106.4),
-    "mobilenet_v2": (7.8, 13.2, 15.3, 26.0, 51.0),
-    "unet": (26.5, 44.5, 52.8, 88.1, None),
-    "bert": (136.6, 221.6, 264.0, None, None),
-    "deeplabv3": (138.9, 175.0, 191.8, 254.6, None),
+    m: tuple(reversed(MIGER_ONLINE_MS[m])) for m in MPS_LATENCY_MS
 }
+"""MIGER ``online_result`` for the same models (:mod:`cotenant.perf.measured`), ms per
+batch-32 inference on 7g, 4g, 3g, 2g, 1g (A100-80GB); None where the source reports an error."""
 
 # MIGER offline_result: seconds for the fixed job on 7g, 4g, 3g, 2g, 1g (A100-80GB).
 OFFLINE_RUNTIME_S: dict[str, tuple[float, ...]] = {
