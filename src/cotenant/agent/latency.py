@@ -3,78 +3,133 @@
 The guard acts on a measured p99 (:mod:`cotenant.agent.guard`). A service can push one
 (``cotenant agent report``), but most inference servers already export a latency histogram
 on a Prometheus ``/metrics`` page. A spec's ``latency_metric`` names it
-(:class:`~cotenant.agent.spec.LatencyMetric`); every ``interval_s`` the scraper fetches the
-page of each running online service that has one, sums the histogram's ``_bucket`` series
-that match the spec's labels, and takes the p99 of the requests served *since the previous
-scrape* (the bucket counts' increase) as Prometheus's ``histogram_quantile`` does: linear
-within the bucket holding the 99th percentile, the largest finite bound when it falls in the
-``+Inf`` bucket. A window holding fewer than ``min_requests`` requests gives no report (a
-p99 of a handful of requests says little), and a count that fell (the service restarted)
-starts the window afresh.
+(:class:`~cotenant.agent.spec.LatencyMetric`); every ``interval_s`` the scraper reads the
+page of each running online service that has one and takes the p99 of the requests served
+*since the previous read*, as Prometheus's ``increase`` and ``histogram_quantile`` would:
 
-A window is ``interval_s`` (5 s) long, shorter than the guard's ``settle_s`` (10 s), so the
-first report the guard takes after an action holds only requests served after it.
+* per series (label set) of the histogram's ``_bucket`` samples that match the spec's
+  labels, the increase of each bucket's count; a series whose counts fell restarted, and
+  its increase is its count; a series new since the last read waits for the next;
+* the increases summed per bucket bound, made non-decreasing (a running maximum), and the
+  p99 interpolated linearly within the bucket holding it; in the ``+Inf`` bucket it is the
+  largest finite bound, and with no finite bound there is no p99;
+* a window with fewer than ``min_requests`` requests gives no report (a p99 of a handful of
+  requests says little), nor one with a count that is not a finite number.
 
-Fetching happens outside the agent's lock (a slow endpoint delays only the next scrape, by at
-most ``timeout_s``); a failure (unreachable, HTTP error, unparsable page, no such histogram)
-is logged once per workload until it changes or clears, and never stops the agent.
+The window (``interval_s``, 5 s) must not exceed the guard's ``settle_s`` (10 s; the agent
+checks), so the first report the guard takes after an action holds only requests served
+after it.
+
+Reads run on a small thread pool, never on the reconcile loop: a tick hands out the reads that
+are due and takes in those that have finished, so a slow, unreachable or hostile endpoint
+delays only its own reports. A read gives up after ``timeout_s`` in all (the page is read in
+chunks against that deadline), follows no redirect, ignores proxy settings and refuses a page
+over :data:`MAX_PAGE_BYTES`. Any failure is logged once per workload (again only when its kind
+changes, and "ok" when it clears) and never stops the agent.
 """
 
 from __future__ import annotations
 
 import math
+import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from cotenant.agent.spec import UNIT_MS, LatencyMetric, Role
 from cotenant.agent.state import StateStore, Status
-from cotenant.errors import InputError
+from cotenant.errors import CotenantError, InputError
 
 Fetch = Callable[[str, float], str]
-MAX_PAGE_BYTES = 16 * 1024 * 1024
+P = ParamSpec("P")
+T = TypeVar("T")
+Series = dict[frozenset[tuple[str, str]], dict[float, float]]
+MAX_PAGE_BYTES = 2 * 1024 * 1024
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None  # the 3xx reaches the caller as an HTTPError
+
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
 
 
 def http_get(url: str, timeout_s: float) -> str:
-    """The text at ``url`` (a Prometheus exposition page)."""
-    with urllib.request.urlopen(url, timeout=timeout_s) as response:  # spec: http(s) only
-        body: bytes = response.read(MAX_PAGE_BYTES + 1)
-    if len(body) > MAX_PAGE_BYTES:
-        raise ValueError(f"page larger than {MAX_PAGE_BYTES} bytes")
-    return body.decode("utf-8")
+    """The text at ``url``, read within ``timeout_s`` in all (no proxy, no redirect)."""
+    deadline = time.monotonic() + timeout_s
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        response = _OPENER.open(url, timeout=timeout_s)
+    except urllib.error.HTTPError as exc:
+        exc.close()  # its body is of no use; the status is in the message
+        raise
+    with response:
+        while chunk := response.read1(65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_PAGE_BYTES:
+                raise ValueError(f"page larger than {MAX_PAGE_BYTES} bytes")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"page not read within {timeout_s:g} s")
+    return b"".join(chunks).decode("utf-8")
 
 
-def read_buckets(text: str, metric: LatencyMetric) -> dict[float, float]:
-    """Cumulative count per bucket bound of ``metric``'s histogram, summed over the series
-    matching its labels; ``InputError`` when the page has no such series."""
+def read_series(text: str, metric: LatencyMetric) -> Series:
+    """Per series of ``metric``'s histogram matching its labels (the labels less ``le``), the
+    cumulative count per bucket bound; ``InputError`` when the page has none."""
     name = metric.histogram + "_bucket"
     want = dict(metric.labels)
-    out: dict[float, float] = {}
+    out: Series = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name != name or "le" not in sample.labels:
                 continue
             if any(sample.labels.get(k) != v for k, v in want.items()):
                 continue
-            bound = float(sample.labels["le"])
-            out[bound] = out.get(bound, 0.0) + float(sample.value)
-    if math.inf not in out:
+            key = frozenset((k, v) for k, v in sample.labels.items() if k != "le")
+            out.setdefault(key, {})[float(sample.labels["le"])] = float(sample.value)
+    if not any(math.inf in buckets for buckets in out.values()):
         raise InputError(f"latency histogram {metric.histogram}",
                          f"no {name}{{le=\"+Inf\"}} series matching {want or 'any labels'}")
     return out
 
 
+def increase(before: Series, after: Series) -> dict[float, float]:
+    """Per bucket bound, the requests counted between two reads, summed over the series (a
+    series whose counts fell restarted: its increase is its count)."""
+    total: dict[float, float] = {}
+    for key, now in after.items():
+        then = before.get(key)
+        if then is None:
+            continue
+        reset = any(now[b] < then.get(b, 0.0) for b in now)
+        for bound, count in now.items():
+            total[bound] = total.get(bound, 0.0) + (count if reset else count - then.get(bound, 0))
+    return total
+
+
 def histogram_quantile(buckets: Sequence[tuple[float, float]], q: float) -> float | None:
-    """The ``q`` quantile of sorted ``(bound, cumulative count)`` pairs, the last ``+Inf``
-    (Prometheus's interpolation); None when the histogram is empty."""
-    total = buckets[-1][1]
-    if total <= 0:
+    """The ``q`` quantile of ``(bound, cumulative count)`` pairs sorted by bound, the last
+    ``+Inf``, as Prometheus computes it; None when empty or with no finite bound."""
+    if len(buckets) < 2 or not math.isinf(buckets[-1][0]):
+        return None
+    counts, top = [], 0.0
+    for _, count in buckets:  # made non-decreasing, as Prometheus does
+        top = max(top, count)
+        counts.append(top)
+    total = counts[-1]
+    if not total > 0:
         return None
     rank = q * total
     lower, below = 0.0, 0.0
-    for bound, count in buckets:
+    for (bound, _), count in zip(buckets, counts, strict=True):
         if count >= rank:
             if math.isinf(bound):
                 return lower  # the largest finite bound
@@ -87,9 +142,25 @@ def histogram_quantile(buckets: Sequence[tuple[float, float]], q: float) -> floa
 
 @dataclass
 class _Target:
-    last: dict[float, float] | None = None
+    last: Series | None = None
     due: float = -math.inf
+    pending: Future[Series] | None = None
     error: str = ""
+
+
+class _Inline(Executor):
+    """Runs each read at once, on the caller's thread (tests)."""
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        future: Future[T] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as exc:  # handed back to the caller through the future
+            future.set_exception(exc)
+        return future
+
+
+INLINE: Executor = _Inline()
 
 
 class LatencyScraper:
@@ -102,7 +173,8 @@ class LatencyScraper:
         *,
         interval_s: float = 5.0,
         min_requests: int = 20,
-        timeout_s: float = 1.0,
+        timeout_s: float = 2.0,
+        executor: Executor | None = None,
     ) -> None:
         for where, value in (("interval", interval_s), ("timeout", timeout_s)):
             if not (math.isfinite(value) and value > 0):
@@ -115,11 +187,12 @@ class LatencyScraper:
         self.interval_s = interval_s
         self.min_requests = min_requests
         self.timeout_s = timeout_s
+        self.executor = executor or ThreadPoolExecutor(4, thread_name_prefix="latency-scrape")
         self._targets: dict[str, _Target] = {}
 
     def tick(self, now: float) -> list[tuple[str, float]]:
-        """Scrape what is due; ``(workload, p99 in ms)`` for each window with enough
-        requests. Call it outside the agent's lock, and hand the reports to the guard."""
+        """Start the reads that are due, take in those finished: ``(workload, p99 in ms)``
+        for each window with enough requests, for the guard."""
         running = {r.spec.name: r.spec.latency_metric for r in self.store.all()
                    if r.spec.role is Role.ONLINE and r.status is Status.RUNNING
                    and r.spec.latency_metric is not None}
@@ -129,41 +202,50 @@ class LatencyScraper:
         for name, metric in sorted(running.items()):
             assert metric is not None
             target = self._targets.setdefault(name, _Target())
-            if now < target.due:
-                continue
-            target.due = now + self.interval_s
-            p99 = self._scrape(name, metric, target, now)
-            if p99 is not None:
-                reports.append((name, p99))
+            if target.pending is None and now >= target.due:
+                target.due = now + self.interval_s
+                target.pending = self.executor.submit(self._read, metric)
+            if target.pending is not None and target.pending.done():
+                future, target.pending = target.pending, None
+                p99 = self._take(name, metric, target, future, now)
+                if p99 is not None:
+                    reports.append((name, p99))
         return reports
 
-    def _scrape(self, name: str, metric: LatencyMetric, target: _Target,
-                now: float) -> float | None:
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def _read(self, metric: LatencyMetric) -> Series:
+        return read_series(self.fetch(metric.url, self.timeout_s), metric)
+
+    def _take(self, name: str, metric: LatencyMetric, target: _Target,
+              future: Future[Series], now: float) -> float | None:
         try:
-            buckets = read_buckets(self.fetch(metric.url, self.timeout_s), metric)
-        except InputError as exc:
-            self._failed(name, target, now, exc.one_line())
+            series = future.result()
+        except CotenantError as exc:
+            self._failed(name, target, now, exc.one_line(), exc.one_line())
             return None
-        except (OSError, ValueError, UnicodeDecodeError) as exc:  # URLError is an OSError
-            self._failed(name, target, now, f"{metric.url}: {exc}".splitlines()[0][:200])
+        except Exception as exc:  # anything a page or a socket can throw: log, carry on
+            text = str(exc).splitlines()[0][:160] if str(exc).strip() else ""
+            detail = f"{metric.url}: {type(exc).__name__}" + (f": {text}" if text else "")
+            self._failed(name, target, now, type(exc).__name__, detail)
+            return None
+        last, target.last = target.last, series
+        counts = sorted(increase(last, series).items()) if last is not None else []
+        if not all(math.isfinite(c) for _, c in counts):
+            self._failed(name, target, now, "not finite",
+                         f"{metric.url}: a bucket count is not a finite number")
             return None
         if target.error:
             self.store.event(now, name, "latency scrape ok", detail=metric.url)
             target.error = ""
-        last, target.last = target.last, buckets
-        if last is None or set(last) != set(buckets):
+        if not counts or counts[-1][1] < self.min_requests:
             return None
-        window = sorted((b, buckets[b] - last[b]) for b in buckets)
-        if any(count < 0 for _, count in window):
-            return None  # a counter fell: the service restarted, the next window counts
-        if window[-1][1] < self.min_requests:
-            return None
-        p99 = histogram_quantile(window, 0.99)
+        p99 = histogram_quantile(counts, 0.99)
         return None if p99 is None else p99 * UNIT_MS[metric.unit]
 
-    def _failed(self, name: str, target: _Target, now: float, error: str) -> None:
+    def _failed(self, name: str, target: _Target, now: float, kind: str, detail: str) -> None:
         target.last = None
-        if error != target.error:
-            self.store.event(now, name, "latency scrape failed", detail=error)
-            target.error = error
-
+        if kind != target.error:
+            self.store.event(now, name, "latency scrape failed", detail=detail)
+            target.error = kind

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -44,14 +45,20 @@ class AgentService:
         guard: GuardSettings | None = None,
         scrape_interval_s: float = 5.0,
         fetch: Fetch = http_get,
+        executor: Executor | None = None,
     ) -> None:
+        settle = (guard or GuardSettings()).settle_s
+        if scrape_interval_s > settle:  # a window would hold requests from before an action
+            raise InputError("latency scrape interval", f"{scrape_interval_s:g} s is longer "
+                             f"than the guard's settle time ({settle:g} s)")
         self.backend = backend
         self.clock = clock
         self.store = StateStore(state_dir / "agent.db")
         self.mps = MpsManager(backend, state_dir)
         self.supervisor = Supervisor(backend, self.store, self.mps)
         self.guard = LatencyGuard(self.supervisor, guard)
-        self.latency = LatencyScraper(self.store, fetch, interval_s=scrape_interval_s)
+        self.latency = LatencyScraper(self.store, fetch, interval_s=scrape_interval_s,
+                                      executor=executor)
         self.share = ShareController(self.supervisor, backend, policy,
                                      threshold_pct=share_threshold_pct,
                                      window_s=share_window_s, floor=self.guard.floor)
@@ -120,6 +127,7 @@ class AgentService:
             return self.metrics.render()
 
     def close(self) -> None:
+        self.latency.close()
         with self._lock:
             self.store.close()
 

@@ -56,8 +56,7 @@ class LatencyMetric:
         if unknown:
             raise InputError(f"{where}.{unknown[0]}", f"unknown key; valid: {sorted(_METRIC_KEYS)}")
         url, histogram = data.get("url"), data.get("histogram")
-        if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not (
-                urlsplit(url).hostname):
+        if not isinstance(url, str) or not _http_url(url):
             raise InputError(f"{where}.url", f"must be an http(s) URL, got {url!r:.60}",
                              hint="e.g. http://127.0.0.1:8000/metrics")
         if not isinstance(histogram, str) or not _METRIC_NAME.match(histogram):
@@ -133,13 +132,26 @@ class WorkloadSpec:
                             _slo(data.get("slo_ms", 100.0), f"{where}.slo_ms"), metric)
 
     def to_dict(self) -> dict[str, Any]:
-        metric = self.latency_metric
-        return {
+        out = {
             "name": self.name, "argv": list(self.argv), "role": self.role.value, "gpu": self.gpu,
             "sm_share": self.sm_share, "mem_limit_mib": self.mem_limit_mib,
             "env": dict(self.env), "model": self.model, "slo_ms": self.slo_ms,
-            "latency_metric": None if metric is None else metric.to_dict(),
         }
+        if self.latency_metric is not None:  # absent otherwise: an older agent reads the row
+            out["latency_metric"] = self.latency_metric.to_dict()
+        return out
+
+
+def _http_url(url: str) -> bool:
+    """An http(s) URL with a host, a valid port if any, and no space or control character."""
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return False
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # ValueError when not a number in 0-65535
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def _env(value: object, where: str) -> tuple[tuple[str, str], ...]:

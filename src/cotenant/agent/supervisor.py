@@ -5,8 +5,11 @@ left running, read XID events, check each GPU's MPS daemon, reap exited processe
 is due. The rules:
 
 * every exit is classified (:mod:`cotenant.agent.faults`) and logged with its class; an
-  exit the agent asked for (a stop, a share change, an eviction: SIGTERM, SIGKILL after
-  the grace, or exit 0) is logged as ``requested`` and counts as no fault;
+  exit the agent asked for (a stop, a share change, an eviction) is logged as ``requested``
+  and counts as no fault when it is the SIGTERM the agent sent, the SIGKILL after the grace,
+  exit 0, or exit 143/137 (a shell's code for those); any other exit on the way out (a
+  SIGSEGV while checkpointing, an XID) is still a fault. The kernel's OOM killer also sends
+  SIGKILL, so an OOM kill during a stop cannot be told apart;
 * SIGINT/SIGTERM ending an *offline* workload is a graceful stop: it is not restarted;
 * an offline crash (CUDA error, OOM, XID, plain crash) restarts it after an exponential
   backoff (``Backoff``), up to ``max_restarts``;
@@ -42,6 +45,8 @@ from cotenant.errors import CotenantError, InputError, PermanentError, Temporary
 
 NODE = "node"  # the events table's workload name for node-level events
 _GRACEFUL = {signal.SIGINT, signal.SIGTERM}
+_ASKED = {signal.SIGTERM, signal.SIGKILL}  # what the agent sends to stop a workload
+_ASKED_CODES = {128 + signal.SIGTERM, 128 + signal.SIGKILL}  # a shell's exit on those
 
 
 @dataclass(frozen=True)
@@ -224,15 +229,18 @@ class Supervisor:
         name, spec = record.spec.name, record.spec
         mps_failed = record.since < self._mps_failed.get(spec.gpu, -1.0)
         fault, detail = classify(status, spec.gpu, now, self._xids, mps_failed)
-        requested = record.status in (Status.STOPPING, Status.RESTARTING) and fault in (
-            FaultClass.SIGNAL, FaultClass.NONE)
-        # an exit the agent asked for (stop, share change, eviction) is logged, not a fault
+        signum = -status.returncode if status.returncode and status.returncode < 0 else 0
+        # an exit the agent asked for (stop, share change, eviction) is logged, not a fault:
+        # the SIGTERM it sent, the SIGKILL after the grace, or the exit code a job gives them
+        requested = record.status in (Status.STOPPING, Status.RESTARTING) and (
+            fault is FaultClass.NONE
+            or (fault is FaultClass.SIGNAL and signum in _ASKED)
+            or (fault is FaultClass.CRASH and status.returncode in _ASKED_CODES))
         label = "requested" if requested else fault.value
         self.store.event(now, name, "exit", None if requested else fault.value,
                          f"{label}: {detail}" if requested else detail)
         record = self.store.update(record, pid=None, last_exit=f"{label}: {detail}",
                                    since=now)
-        signum = -status.returncode if status.returncode and status.returncode < 0 else 0
         if record.status is Status.STOPPING:
             self.store.update(record, status=Status.STOPPED)
         elif record.status is Status.RESTARTING:

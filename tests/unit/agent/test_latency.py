@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import socket
 import threading
 import urllib.error
 from collections.abc import Iterator
@@ -12,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from cotenant.agent.backends import FakeNode, ManualClock
-from cotenant.agent.latency import LatencyScraper, histogram_quantile, read_buckets
+from cotenant.agent.latency import (
+    INLINE,
+    LatencyScraper,
+    histogram_quantile,
+    http_get,
+    increase,
+    read_series,
+)
 from cotenant.agent.service import AgentService
 from cotenant.agent.spec import LatencyMetric, WorkloadSpec
 from cotenant.errors import InputError
@@ -45,16 +54,31 @@ def test_histogram_quantile_interpolates_like_prometheus() -> None:
     # in the +Inf bucket: the largest finite bound
     assert histogram_quantile([(0.1, 50.0), (math.inf, 100.0)], 0.99) == 0.1
     assert histogram_quantile([(0.1, 0.0), (math.inf, 0.0)], 0.99) is None
+    assert histogram_quantile([(math.inf, 100.0)], 0.99) is None  # no finite bound: no p99
+    # counts that fall from one bucket to the next are raised to a running maximum first:
+    # [100, 100, 105, 105], rank 103.95 lies 3.95 of 5 into the 0.5-1 bucket
+    uneven = [(0.1, 100.0), (0.5, 10.0), (1.0, 105.0), (math.inf, 105.0)]
+    assert histogram_quantile(uneven, 0.99) == pytest.approx(0.895)
 
 
-def test_read_buckets_sums_matching_series_and_names_a_missing_one() -> None:
+def test_read_series_keeps_each_matching_series_and_names_a_missing_one() -> None:
     text = page({"resnet50": [1, 2, 3, 4, 5, 6], "bert": [10, 20, 30, 40, 50, 60]})
     metric = LatencyMetric.from_dict(METRIC, "m")
-    assert read_buckets(text, metric) == dict(zip(BOUNDS, [1.0, 2, 3, 4, 5, 6], strict=True))
+    assert read_series(text, metric) == {
+        frozenset({("model", "resnet50")}): dict(zip(BOUNDS, [1.0, 2, 3, 4, 5, 6], strict=True))}
     every = LatencyMetric.from_dict({**METRIC, "labels": {}}, "m")
-    assert read_buckets(text, every)[math.inf] == 66.0
+    assert len(read_series(text, every)) == 2
     with pytest.raises(InputError, match=r"no req_seconds_bucket\{le=\"\+Inf\"\} series"):
-        read_buckets(page({"bert": [1, 1, 1, 1, 1, 1]}), metric)
+        read_series(page({"bert": [1, 1, 1, 1, 1, 1]}), metric)
+
+
+def test_increase_is_per_series_like_prometheus() -> None:
+    """A series that restarted counts from zero; one new since the last read waits."""
+    a, b, c = (frozenset({("pod", x)}) for x in "abc")
+    before = {a: {1.0: 10.0, math.inf: 20.0}, b: {1.0: 50.0, math.inf: 60.0}}
+    after = {a: {1.0: 15.0, math.inf: 30.0}, b: {1.0: 2.0, math.inf: 3.0},
+             c: {1.0: 100.0, math.inf: 100.0}}
+    assert increase(before, after) == {1.0: 5.0 + 2.0, math.inf: 10.0 + 3.0}
 
 
 @pytest.mark.parametrize(
@@ -67,6 +91,9 @@ def test_read_buckets_sums_matching_series_and_names_a_missing_one() -> None:
         ({"unit": "min"}, "unit"),
         ({"labels": {"model": 1}}, "labels"),
         ({"labels": {"le": "0.1"}}, "labels.le"),
+        ({"url": "http://127.0.0.1:abc/metrics"}, "url"),
+        ({"url": "http://127.0.0.1:8000/my metrics"}, "url"),
+        ({"url": "http://[::1/metrics"}, "url"),
         ({"port": 8000}, "port"),
     ],
 )
@@ -82,6 +109,8 @@ def test_only_online_services_have_a_latency_metric_and_it_round_trips() -> None
     assert WorkloadSpec.from_dict(spec.to_dict()) == spec
     assert spec.latency_metric is not None
     assert spec.latency_metric.unit == "ms"
+    # a spec without one is stored without the key, so an older agent still reads the row
+    assert "latency_metric" not in WorkloadSpec.from_dict(ONLINE).to_dict()
 
 
 class Pages:
@@ -113,7 +142,8 @@ def test_scraper_reports_the_p99_of_each_window(tmp_path: Path) -> None:
     agent.submit({**ONLINE, "latency_metric": METRIC})
     agent.run(0.5)
     pages = Pages()
-    scraper = LatencyScraper(agent.store, pages, interval_s=5.0, min_requests=20)
+    scraper = LatencyScraper(agent.store, pages, interval_s=5.0, min_requests=20,
+                             executor=INLINE)
     pages.serve(fast=1000)
     assert scraper.tick(agent.clock()) == []  # the first read only sets the baseline
     pages.serve(fast=90, slow=10)
@@ -128,10 +158,7 @@ def test_scraper_reports_the_p99_of_each_window(tmp_path: Path) -> None:
     pages.serve(fast=5)  # 5 requests: too few for a p99
     agent.clock.advance(5.0)
     assert scraper.tick(agent.clock()) == []
-    pages.counts = [0] * len(BOUNDS)  # the service restarted: counts start again
-    pages.serve(fast=50, slower=50)
-    agent.clock.advance(5.0)
-    assert scraper.tick(agent.clock()) == []
+    pages.counts = [0] * len(BOUNDS)  # the service restarted: its counts are the increase
     pages.serve(fast=50, slower=50)
     agent.clock.advance(5.0)
     assert scraper.tick(agent.clock()) == [("web", 250.0)]  # in +Inf: the largest bound
@@ -142,7 +169,7 @@ def test_scrape_failures_are_logged_once_until_they_clear(tmp_path: Path) -> Non
     agent.submit({**ONLINE, "latency_metric": METRIC})
     agent.run(0.5)
     pages = Pages()
-    scraper = LatencyScraper(agent.store, pages, interval_s=1.0)
+    scraper = LatencyScraper(agent.store, pages, interval_s=1.0, executor=INLINE)
     pages.error = urllib.error.URLError("connection refused")
     for _ in range(3):
         assert scraper.tick(agent.clock()) == []
@@ -154,9 +181,10 @@ def test_scrape_failures_are_logged_once_until_they_clear(tmp_path: Path) -> Non
     scraper.tick(agent.clock())
     events = [(e.kind, e.detail) for e in agent.store.events("web") if "scrape" in e.kind]
     assert events == [
-        ("latency scrape failed", "http://127.0.0.1:9/metrics: <urlopen error connection refused>"),
-        ("latency scrape failed", "http://127.0.0.1:9/metrics: could not convert string to "
-                                  "float: '{{{'"),
+        ("latency scrape failed",
+         "http://127.0.0.1:9/metrics: URLError: <urlopen error connection refused>"),
+        ("latency scrape failed", "http://127.0.0.1:9/metrics: ValueError: could not convert "
+                                  "string to float: '{{{'"),
         ("latency scrape ok", "http://127.0.0.1:9/metrics"),
     ]
 
@@ -169,7 +197,7 @@ def test_services_without_a_metric_or_not_running_are_not_read(tmp_path: Path) -
     agent.sup.stop("other", agent.clock())
     agent.run(0.5)
     pages = Pages()
-    assert LatencyScraper(agent.store, pages).tick(agent.clock()) == []
+    assert LatencyScraper(agent.store, pages, executor=INLINE).tick(agent.clock()) == []
     assert pages.calls == 0
 
 
@@ -210,7 +238,7 @@ def test_a_slow_histogram_throttles_the_offline_client_through_the_agent(
     url, handler = metrics_page
     clock = ManualClock(1000.0)
     service = AgentService(FakeNode.build("A100-40GB", 1, clock), tmp_path, FixedShare(50),
-                           clock=clock, scrape_interval_s=5.0)
+                           clock=clock, scrape_interval_s=5.0, executor=INLINE)
     try:
         service.submit({**ONLINE, "latency_metric": {**METRIC, "url": url}})
         service.submit(OFFLINE)
@@ -234,3 +262,123 @@ def test_a_slow_histogram_throttles_the_offline_client_through_the_agent(
         assert "cotenant_online_p99_ms{" not in service.metrics_text().decode()
     finally:
         service.close()
+
+
+def test_a_slow_read_never_holds_up_the_tick(tmp_path: Path) -> None:
+    """Reads run on the scraper's threads: a tick hands out what is due and takes in what has
+    finished, so a stuck endpoint delays only its own reports."""
+    agent = make_agent(tmp_path)
+    agent.submit({**ONLINE, "latency_metric": METRIC})
+    agent.run(0.5)
+    release = threading.Event()
+    pages = Pages()
+
+    def slow(url: str, timeout_s: float) -> str:
+        release.wait(10.0)
+        return pages(url, timeout_s)
+
+    scraper = LatencyScraper(agent.store, slow, interval_s=1.0)
+    try:
+        assert scraper.tick(agent.clock()) == []  # handed out, not waited for
+        agent.clock.advance(1.0)
+        assert scraper.tick(agent.clock()) == []  # still reading: no second read started
+        release.set()
+        for _ in range(100):  # the read finishes on its thread; a later tick takes it in
+            scraper.tick(agent.clock())
+            if pages.calls == 2:
+                break
+            agent.clock.advance(1.0)
+            threading.Event().wait(0.01)
+        assert pages.calls == 2
+    finally:
+        scraper.close()
+
+
+def test_nan_counts_are_a_logged_failure(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.submit({**ONLINE, "latency_metric": METRIC})
+    agent.run(0.5)
+    texts = iter([page({"resnet50": [1, 2, 3, 4, 5, 6]}),
+                  page({"resnet50": [1, 2, 3, 4, 5, 6]}).replace(" 6\n", " NaN\n", 1)])
+    scraper = LatencyScraper(agent.store, lambda url, t: next(texts), executor=INLINE)
+    scraper.tick(agent.clock())
+    agent.clock.advance(5.0)
+    assert scraper.tick(agent.clock()) == []
+    [event] = [e for e in agent.store.events("web") if e.kind == "latency scrape failed"]
+    assert event.detail.endswith("a bucket count is not a finite number")
+
+
+def test_the_scrape_window_may_not_outlast_the_guards_settle_time(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"latency scrape interval: 30 s is longer than the "
+                                         r"guard's settle time \(10 s\)"):
+        AgentService(FakeNode.build("A100-40GB", 1), tmp_path, FixedShare(50),
+                     scrape_interval_s=30.0)
+
+
+def _raw_server(reply: bytes, drip_s: float = 0.0) -> tuple[str, socket.socket]:
+    """A TCP server answering every connection with ``reply`` (byte by byte, ``drip_s``
+    apart, when given)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                try:
+                    if drip_s:
+                        for byte in reply:
+                            conn.sendall(bytes([byte]))
+                            threading.Event().wait(drip_s)
+                    else:
+                        conn.sendall(reply)
+                except OSError:
+                    pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{server.getsockname()[1]}/metrics", server
+
+
+_OK = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("reply", "drip_s", "error"),
+    [
+        (b"SSH-2.0-OpenSSH_9.6\r\n", 0.0, "RemoteDisconnected|BadStatusLine"),
+        (b"HTTP/1.0 302 Found\r\nLocation: ftp://127.0.0.1/x\r\n\r\n", 0.0, "HTTPError: HTTP "
+         "Error 302"),
+        (_OK + b"x" * (3 * 1024 * 1024), 0.0, "ValueError: page larger than"),
+        (_OK + b"# " + b"x" * 400, 0.01, "TimeoutError: page not read within 0.5 s"),
+    ],
+    ids=["not-http", "redirect", "huge", "drip"],
+)
+def test_hostile_endpoints_are_a_logged_failure_never_a_crash(
+    tmp_path: Path, reply: bytes, drip_s: float, error: str
+) -> None:
+    url, server = _raw_server(reply, drip_s)
+    agent = make_agent(tmp_path)
+    agent.submit({**ONLINE, "latency_metric": {**METRIC, "url": url}})
+    agent.run(0.5)
+    try:
+        scraper = LatencyScraper(agent.store, timeout_s=0.5, executor=INLINE)
+        assert scraper.tick(agent.clock()) == []
+        [event] = [e for e in agent.store.events("web") if e.kind == "latency scrape failed"]
+        assert re.search(error, event.detail)
+    finally:
+        server.close()
+
+
+def test_proxy_settings_are_ignored(
+    monkeypatch: pytest.MonkeyPatch, metrics_page: tuple[str, type[_Handler]]
+) -> None:
+    url, handler = metrics_page
+    handler.text = page({"resnet50": [1, 2, 3, 4, 5, 6]})
+    for name in ("http_proxy", "HTTP_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+    assert "req_seconds_bucket" in http_get(url, 2.0)

@@ -121,17 +121,26 @@ def test_stop_waits_for_a_checkpoint_and_kills_after_the_grace(tmp_path: Path) -
 
 
 def test_a_crash_while_stopping_is_still_a_fault(tmp_path: Path) -> None:
-    """Only a signal or exit 0 answers a stop; an XID on the way out is counted."""
+    """The signals the agent sends, exit 0 or a shell's 143 answer a stop; an XID or a CUDA
+    error on the way out (while checkpointing) is counted."""
     agent = make_agent(tmp_path)
-    agent.submit({**OFFLINE, "argv": ["fake-workload", "--term-delay-s", "4"]})
+    ckpt = ["fake-workload", "--term-delay-s", "4"]
+    agent.submit({**OFFLINE, "argv": ckpt, "mem_limit_mib": 1000})
+    agent.submit({**OFFLINE, "name": "cuda", "argv": [*ckpt, "--crash-at-s", "3"],
+                  "mem_limit_mib": 1000})
+    agent.submit({**OFFLINE, "name": "sh", "argv": [*ckpt, "--duration-s", "2", "--exit-code",
+                                                    "143"], "mem_limit_mib": 1000})
     agent.run(1.0)
     pid = agent.record("train").pid
     assert pid is not None
-    agent.sup.stop("train", agent.clock())
+    for name in ("train", "cuda", "sh"):
+        agent.sup.stop(name, agent.clock())
     agent.node.inject_xid(0, 43, pid=pid)
-    agent.run(1.0)
-    assert agent.status("train") is Status.STOPPED
-    assert agent.store.fault_counts() == {("train", "xid"): 1}
+    agent.run(3.0)
+    assert {n: agent.status(n) for n in ("train", "cuda", "sh")} == dict.fromkeys(
+        ("train", "cuda", "sh"), Status.STOPPED)
+    assert agent.store.fault_counts() == {("train", "xid"): 1, ("cuda", "cuda"): 1}
+    assert agent.record("sh").last_exit.startswith("requested: exit 143")
 
 
 def test_submit_unknown_gpu_and_unknown_stop(tmp_path: Path) -> None:
