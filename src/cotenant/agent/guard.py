@@ -15,9 +15,11 @@ MuxFlow's second protection level. The share policy sizes the offline share from
 * when the floor would pass ``evict_above`` (95, also the MuxFlow policy's), the guard
   *evicts*: the GPU's offline clients are stopped, and no offline work starts on it for
   ``evict_hold_s``;
-* after an action the GPU's reports are dropped, and those made within ``settle_s`` are
-  ignored, since a p99 measured over a window still holds the requests served before the
-  action; reports older than ``stale_s`` are ignored too.
+* after an action the GPU's reports are dropped, and no action follows for ``settle_s``;
+  a report counts only if its requests were all served after the last action: a report
+  read from the service's histogram knows when its window began, and a pushed one is taken
+  to reach ``settle_s`` back (a p99 measured over a window still holds the requests served
+  before the action); reports older than ``stale_s`` are ignored too.
 
 A p99 the agent cannot check against an SLO is refused: the report must name a running online
 workload, and the p99 must be a finite number >= 0. Decisions are a pure function of the
@@ -71,6 +73,7 @@ class _Report:
     p99_ms: float
     slo_ms: float
     at: float
+    since: float  # the earliest request the p99 may hold
 
 
 class LatencyGuard:
@@ -84,11 +87,15 @@ class LatencyGuard:
         self._reports: dict[int, dict[str, _Report]] = {}
         self._floors: dict[int, tuple[int, float]] = {}  # GPU -> (floor %, until)
         self._quiet_until: dict[int, float] = {}
+        self._acted_at: dict[int, float] = {}
         self._latest: dict[str, tuple[float, float]] = {}  # name -> (p99 ms, reported at)
         self._last_now = -math.inf
 
-    def report(self, name: str, p99_ms: object, now: float) -> int:
-        """Record online workload ``name``'s measured p99; the GPU it runs on."""
+    def report(self, name: str, p99_ms: object, now: float,
+               since: float | None = None) -> int:
+        """Record online workload ``name``'s measured p99 of the requests served from
+        ``since`` on (unknown for a pushed report: taken as ``settle_s`` back); the GPU it
+        runs on."""
         where = f"p99 report for {name!r}"
         if isinstance(p99_ms, bool) or not isinstance(p99_ms, int | float):
             raise InputError(where, f"p99_ms must be a number, got {p99_ms!r:.40}")
@@ -104,7 +111,8 @@ class LatencyGuard:
         if record.spec.role is not Role.ONLINE or record.status is not Status.RUNNING:
             raise InputError(where, "only a running online workload reports its latency")
         gpu = record.spec.gpu
-        self._reports.setdefault(gpu, {})[name] = _Report(value, record.spec.slo_ms, now)
+        start = now - self.settings.settle_s if since is None else since
+        self._reports.setdefault(gpu, {})[name] = _Report(value, record.spec.slo_ms, now, start)
         self._latest[name] = (value, now)
         return gpu
 
@@ -127,6 +135,7 @@ class LatencyGuard:
             self._reports.clear()
             self._floors.clear()
             self._quiet_until.clear()
+            self._acted_at.clear()
         self._last_now = now
         if not any(self._reports.values()):  # the usual tick: nothing reported, nothing to read
             return
@@ -140,8 +149,9 @@ class LatencyGuard:
             quiet = self._quiet_until.get(gpu, -math.inf)
             if now < quiet:
                 continue
+            acted = self._acted_at.get(gpu, -math.inf)
             over = [r for r in reports.values()
-                    if r.at >= quiet and r.p99_ms > s.threshold * r.slo_ms]
+                    if r.since >= acted and r.p99_ms > s.threshold * r.slo_ms]
             offline = [r for r in records if r.spec.gpu == gpu and r.spec.role is Role.OFFLINE
                        and r.status is Status.RUNNING]
             if not over or not offline:
@@ -149,6 +159,7 @@ class LatencyGuard:
             current = max(shares.get(gpu, 0), self.floor(gpu, now))
             raised = current + s.step_pct
             self._quiet_until[gpu] = now + s.settle_s
+            self._acted_at[gpu] = now
             reports.clear()
             worst = max(over, key=lambda r: r.p99_ms / r.slo_ms)
             detail = f"GPU {gpu}: p99 {worst.p99_ms:g} ms, SLO {worst.slo_ms:g} ms"

@@ -16,28 +16,30 @@ page of each running online service that has one and takes the p99 of the reques
 * a window with fewer than ``min_requests`` requests gives no report (a p99 of a handful of
   requests says little), nor one with a count that is not a finite number.
 
-The window (``interval_s``, 5 s) must not exceed the guard's ``settle_s`` (10 s; the agent
-checks), so the first report the guard takes after an action holds only requests served
-after it.
+Each report says when its window began (when the read before it was started), and the guard
+takes only reports whose window began after its last action on the GPU.
 
-Reads run on a small thread pool, never on the reconcile loop: a tick hands out the reads that
-are due and takes in those that have finished, so a slow, unreachable or hostile endpoint
-delays only its own reports. A read gives up after ``timeout_s`` in all (the page is read in
-chunks against that deadline), follows no redirect, ignores proxy settings and refuses a page
-over :data:`MAX_PAGE_BYTES`. Any failure is logged once per workload (again only when its kind
+Reads run on daemon threads, one per service at a time, never on the reconcile loop: a tick
+takes in the reads that have finished and hands out those due, so a slow, unreachable or
+hostile endpoint delays only its own reports. A read gives up after ``timeout_s`` in all (a
+timer shuts the socket down at the deadline, whatever the read waits for; name resolution is
+not bounded), follows no redirect, ignores proxy settings and refuses a page over
+:data:`MAX_PAGE_BYTES`. Any failure is logged once per workload (again only when its kind
 changes, and "ok" when it clears) and never stops the agent.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import math
-import time
-import urllib.error
-import urllib.request
+import socket
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
+from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -52,33 +54,55 @@ Series = dict[frozenset[tuple[str, str]], dict[float, float]]
 MAX_PAGE_BYTES = 2 * 1024 * 1024
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: object, **kwargs: object) -> None:
-        return None  # the 3xx reaches the caller as an HTTPError
-
-
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
-
-
 def http_get(url: str, timeout_s: float) -> str:
-    """The text at ``url``, read within ``timeout_s`` in all (no proxy, no redirect)."""
-    deadline = time.monotonic() + timeout_s
-    chunks: list[bytes] = []
-    size = 0
+    """The text at ``url``, read within ``timeout_s`` in all: at the deadline a timer shuts
+    the socket down, whatever the read is waiting for (status line, headers, a chunk).
+    No proxy, no redirect (only a 200 is a page). Name resolution is not bounded."""
+    parts = urlsplit(url)
+    connection = (http.client.HTTPSConnection if parts.scheme == "https"
+                  else http.client.HTTPConnection)
+    conn = connection(parts.hostname or "", parts.port, timeout=timeout_s)
+    fired = threading.Event()
+    sockets: list[socket.socket] = []  # the response may own it once headers are read
+
+    def abort() -> None:
+        fired.set()
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(timeout_s, abort)
+    timer.daemon = True
+    timer.start()
+    response: http.client.HTTPResponse | None = None
     try:
-        response = _OPENER.open(url, timeout=timeout_s)
-    except urllib.error.HTTPError as exc:
-        exc.close()  # its body is of no use; the status is in the message
+        conn.connect()  # each socket operation has its own timeout_s
+        if conn.sock is not None:
+            sockets.append(conn.sock)
+        if fired.is_set():
+            abort()
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        conn.request("GET", target, headers={"Accept": "text/plain"})
+        response = conn.getresponse()
+        if response.status != 200:
+            raise ValueError(f"HTTP {response.status} {response.reason}")
+        body = response.read(MAX_PAGE_BYTES + 1)
+        if fired.is_set():  # the shutdown may read as the end of the page
+            raise TimeoutError(f"page not read within {timeout_s:g} s")
+    except Exception as exc:
+        if fired.is_set() and not isinstance(exc, TimeoutError):
+            raise TimeoutError(f"page not read within {timeout_s:g} s") from exc
         raise
-    with response:
-        while chunk := response.read1(65536):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > MAX_PAGE_BYTES:
-                raise ValueError(f"page larger than {MAX_PAGE_BYTES} bytes")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"page not read within {timeout_s:g} s")
-    return b"".join(chunks).decode("utf-8")
+    finally:
+        timer.cancel()
+        if response is not None:
+            response.close()
+        conn.close()
+        for sock in sockets:
+            sock.close()
+    if len(body) > MAX_PAGE_BYTES:
+        raise ValueError(f"page larger than {MAX_PAGE_BYTES} bytes")
+    return body.decode("utf-8")
 
 
 def read_series(text: str, metric: LatencyMetric) -> Series:
@@ -143,9 +167,21 @@ def histogram_quantile(buckets: Sequence[tuple[float, float]], q: float) -> floa
 @dataclass
 class _Target:
     last: Series | None = None
+    last_at: float = -math.inf  # when the read that gave ``last`` was started
     due: float = -math.inf
     pending: Future[Series] | None = None
+    pending_at: float = -math.inf
     error: str = ""
+
+
+@dataclass(frozen=True)
+class LatencyReport:
+    """The p99 (ms) of the requests ``workload`` served from ``since`` on (when the read
+    before was started), for the guard."""
+
+    workload: str
+    p99_ms: float
+    since: float
 
 
 class _Inline(Executor):
@@ -161,6 +197,23 @@ class _Inline(Executor):
 
 
 INLINE: Executor = _Inline()
+
+
+class _ThreadPerRead(Executor):
+    """Each read on a daemon thread of its own (at most one per service at a time), so a
+    read stuck in name resolution holds up neither the others nor the agent's exit."""
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        future: Future[T] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except Exception as exc:
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="latency-read", daemon=True).start()
+        return future
 
 
 class LatencyScraper:
@@ -187,33 +240,43 @@ class LatencyScraper:
         self.interval_s = interval_s
         self.min_requests = min_requests
         self.timeout_s = timeout_s
-        self.executor = executor or ThreadPoolExecutor(4, thread_name_prefix="latency-scrape")
+        self.executor = executor or _ThreadPerRead()
         self._targets: dict[str, _Target] = {}
 
-    def tick(self, now: float) -> list[tuple[str, float]]:
-        """Start the reads that are due, take in those finished: ``(workload, p99 in ms)``
-        for each window with enough requests, for the guard."""
+    def tick(self, now: float) -> list[LatencyReport]:
+        """Take in the reads that have finished, start those due: a report for each window
+        with enough requests, for the guard."""
         running = {r.spec.name: r.spec.latency_metric for r in self.store.all()
                    if r.spec.role is Role.ONLINE and r.status is Status.RUNNING
                    and r.spec.latency_metric is not None}
         for name in set(self._targets) - set(running):
             del self._targets[name]  # a stopped service starts afresh
-        reports = []
+        reports: list[LatencyReport] = []
         for name, metric in sorted(running.items()):
             assert metric is not None
             target = self._targets.setdefault(name, _Target())
+            self._collect(name, metric, target, now, reports)
             if target.pending is None and now >= target.due:
                 target.due = now + self.interval_s
+                target.pending_at = now
                 target.pending = self.executor.submit(self._read, metric)
-            if target.pending is not None and target.pending.done():
-                future, target.pending = target.pending, None
-                p99 = self._take(name, metric, target, future, now)
-                if p99 is not None:
-                    reports.append((name, p99))
+                self._collect(name, metric, target, now, reports)  # done already (inline)
         return reports
 
+    def _collect(self, name: str, metric: LatencyMetric, target: _Target, now: float,
+                 reports: list[LatencyReport]) -> None:
+        if target.pending is None or not target.pending.done():
+            return
+        future, target.pending = target.pending, None
+        since = target.last_at
+        p99 = self._take(name, metric, target, future, now)
+        if p99 is not None:
+            reports.append(LatencyReport(name, p99, since))
+
     def close(self) -> None:
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        """Forget every target; reads still running end by their deadline on their own
+        daemon threads."""
+        self._targets.clear()
 
     def _read(self, metric: LatencyMetric) -> Series:
         return read_series(self.fetch(metric.url, self.timeout_s), metric)
@@ -230,7 +293,7 @@ class LatencyScraper:
             detail = f"{metric.url}: {type(exc).__name__}" + (f": {text}" if text else "")
             self._failed(name, target, now, type(exc).__name__, detail)
             return None
-        last, target.last = target.last, series
+        last, target.last, target.last_at = target.last, series, target.pending_at
         counts = sorted(increase(last, series).items()) if last is not None else []
         if not all(math.isfinite(c) for _, c in counts):
             self._failed(name, target, now, "not finite",

@@ -47,10 +47,6 @@ class AgentService:
         fetch: Fetch = http_get,
         executor: Executor | None = None,
     ) -> None:
-        settle = (guard or GuardSettings()).settle_s
-        if scrape_interval_s > settle:  # a window would hold requests from before an action
-            raise InputError("latency scrape interval", f"{scrape_interval_s:g} s is longer "
-                             f"than the guard's settle time ({settle:g} s)")
         self.backend = backend
         self.clock = clock
         self.store = StateStore(state_dir / "agent.db")
@@ -71,10 +67,10 @@ class AgentService:
         reports = self.latency.tick(self.clock())
         with self._lock:
             now = self.clock()
-            for name, p99_ms in reports:
+            for report in reports:
                 try:
-                    self.guard.report(name, p99_ms, now)
-                except InputError:  # the service stopped since the scrape
+                    self.guard.report(report.workload, report.p99_ms, now, report.since)
+                except InputError:  # the service stopped since the read
                     continue
             self.guard.tick(now, self.share.shares)
             self.share.tick(now)

@@ -7,9 +7,10 @@ is due. The rules:
 * every exit is classified (:mod:`cotenant.agent.faults`) and logged with its class; an
   exit the agent asked for (a stop, a share change, an eviction) is logged as ``requested``
   and counts as no fault when it is the SIGTERM the agent sent, the SIGKILL after the grace,
-  exit 0, or exit 143/137 (a shell's code for those); any other exit on the way out (a
-  SIGSEGV while checkpointing, an XID) is still a fault. The kernel's OOM killer also sends
-  SIGKILL, so an OOM kill during a stop cannot be told apart;
+  or an exit code with no GPU error in it (exit 0, 143 or 137 even with one); any other
+  exit on the way out (a SIGSEGV or a CUDA error while checkpointing, an XID, an MPS
+  failure) is still a fault. The kernel's OOM killer also sends SIGKILL, so an OOM kill
+  during a stop cannot be told apart;
 * SIGINT/SIGTERM ending an *offline* workload is a graceful stop: it is not restarted;
 * an offline crash (CUDA error, OOM, XID, plain crash) restarts it after an exponential
   backoff (``Backoff``), up to ``max_restarts``;
@@ -46,7 +47,7 @@ from cotenant.errors import CotenantError, InputError, PermanentError, Temporary
 NODE = "node"  # the events table's workload name for node-level events
 _GRACEFUL = {signal.SIGINT, signal.SIGTERM}
 _ASKED = {signal.SIGTERM, signal.SIGKILL}  # what the agent sends to stop a workload
-_ASKED_CODES = {128 + signal.SIGTERM, 128 + signal.SIGKILL}  # a shell's exit on those
+_ASKED_CODES = {0, 128 + signal.SIGTERM, 128 + signal.SIGKILL}  # clean, or a shell's code
 
 
 @dataclass(frozen=True)
@@ -231,11 +232,14 @@ class Supervisor:
         fault, detail = classify(status, spec.gpu, now, self._xids, mps_failed)
         signum = -status.returncode if status.returncode and status.returncode < 0 else 0
         # an exit the agent asked for (stop, share change, eviction) is logged, not a fault:
-        # the SIGTERM it sent, the SIGKILL after the grace, or the exit code a job gives them
+        # by the SIGTERM it sent or the SIGKILL after the grace, or any exit code without a
+        # GPU error (torchrun exits 1 on SIGTERM); with exit 0, 143 or 137, even one whose
+        # last stderr line mentions CUDA or memory
         requested = record.status in (Status.STOPPING, Status.RESTARTING) and (
-            fault is FaultClass.NONE
-            or (fault is FaultClass.SIGNAL and signum in _ASKED)
-            or (fault is FaultClass.CRASH and status.returncode in _ASKED_CODES))
+            (fault is FaultClass.SIGNAL and signum in _ASKED)
+            or fault in (FaultClass.NONE, FaultClass.CRASH)
+            or (fault in (FaultClass.CUDA, FaultClass.OOM)
+                and status.returncode in _ASKED_CODES))
         label = "requested" if requested else fault.value
         self.store.event(now, name, "exit", None if requested else fault.value,
                          f"{label}: {detail}" if requested else detail)

@@ -86,8 +86,7 @@ def run(
     scrape_interval_s: Annotated[
         float,
         typer.Option(min=0.1, help="seconds between reads of each online service's "
-                     "latency_metric histogram (its p99 feeds the compute guard); at most "
-                     "the guard's settle time, 10 s"),
+                     "latency_metric histogram (its p99 feeds the compute guard)"),
     ] = 5.0,
     interval: Annotated[float, typer.Option(help="seconds between reconcile ticks")] = 1.0,
     ticks: Annotated[int, typer.Option(help="stop after this many ticks (0: until SIGINT)")] = 0,

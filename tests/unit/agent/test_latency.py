@@ -8,6 +8,7 @@ import socket
 import threading
 import urllib.error
 from collections.abc import Iterator
+from concurrent.futures import Executor, Future
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from cotenant.agent.backends import FakeNode, ManualClock
 from cotenant.agent.latency import (
     INLINE,
+    LatencyReport,
     LatencyScraper,
     histogram_quantile,
     http_get,
@@ -151,17 +153,19 @@ def test_scraper_reports_the_p99_of_each_window(tmp_path: Path) -> None:
     assert scraper.tick(agent.clock()) == []  # not due yet
     assert pages.calls == 1
     agent.clock.advance(3.0)
-    [(name, p99)] = scraper.tick(agent.clock())
+    [report] = scraper.tick(agent.clock())
     # the window's 100 requests: rank 99 is 9 of the 10 in the 50-100 ms bucket
-    assert name == "web"
-    assert p99 == pytest.approx(50 + 50 * 9 / 10)
+    assert report.workload == "web"
+    assert report.p99_ms == pytest.approx(50 + 50 * 9 / 10)
+    assert report.since == agent.clock() - 5.0  # when the read before started
     pages.serve(fast=5)  # 5 requests: too few for a p99
     agent.clock.advance(5.0)
     assert scraper.tick(agent.clock()) == []
     pages.counts = [0] * len(BOUNDS)  # the service restarted: its counts are the increase
     pages.serve(fast=50, slower=50)
     agent.clock.advance(5.0)
-    assert scraper.tick(agent.clock()) == [("web", 250.0)]  # in +Inf: the largest bound
+    # in +Inf: the largest bound
+    assert scraper.tick(agent.clock()) == [LatencyReport("web", 250.0, agent.clock() - 5.0)]
 
 
 def test_scrape_failures_are_logged_once_until_they_clear(tmp_path: Path) -> None:
@@ -308,11 +312,56 @@ def test_nan_counts_are_a_logged_failure(tmp_path: Path) -> None:
     assert event.detail.endswith("a bucket count is not a finite number")
 
 
-def test_the_scrape_window_may_not_outlast_the_guards_settle_time(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match=r"latency scrape interval: 30 s is longer than the "
-                                         r"guard's settle time \(10 s\)"):
-        AgentService(FakeNode.build("A100-40GB", 1), tmp_path, FixedShare(50),
-                     scrape_interval_s=30.0)
+@pytest.mark.parametrize(("interval_s", "tick_s"), [(5.0, 1.0), (10.0, 1.0), (9.5, 1.0),
+                                                     (5.0, 6.0)])
+def test_no_report_holding_requests_from_before_an_action_acts_again(
+    tmp_path: Path, interval_s: float, tick_s: float
+) -> None:
+    """Requests are slow until the guard's first action and fast after: the guard acts once,
+    whatever the read interval and the tick (reads taken in a tick after they start)."""
+    counts = [0] * len(BOUNDS)
+    clock = ManualClock(1000.0)
+
+    def serve(slow: bool) -> None:
+        n = int(100 * tick_s)
+        add = [0, 0, 0, n, 0, 0] if slow else [n, 0, 0, 0, 0, 0]
+        total = 0
+        for i, x in enumerate(add):
+            total += x
+            counts[i] += total
+
+    class Later(Executor):
+        """Reads at once, but the read is done only after the next tick has begun."""
+
+        def __init__(self) -> None:
+            self.waiting: list[tuple[Future[object], object]] = []
+
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+            future: Future[object] = Future()
+            self.waiting.append((future, fn(*args, **kwargs)))
+            return future
+
+        def flush(self) -> None:
+            for future, result in self.waiting:
+                future.set_result(result)
+            self.waiting = []
+
+    later = Later()
+    service = AgentService(FakeNode.build("A100-40GB", 1, clock), tmp_path, FixedShare(50),
+                           clock=clock, scrape_interval_s=interval_s, executor=later,
+                           fetch=lambda url, t: page({"resnet50": counts}))
+    try:
+        service.submit({**ONLINE, "latency_metric": METRIC})
+        service.submit(OFFLINE)
+        service.tick()
+        for _ in range(60):
+            clock.advance(tick_s)
+            serve(slow=service.guard.throttles == 0)
+            service.tick()
+            later.flush()
+        assert (service.guard.throttles, service.guard.evictions) == (1, 0)
+    finally:
+        service.close()
 
 
 def _raw_server(reply: bytes, drip_s: float = 0.0) -> tuple[str, socket.socket]:
@@ -351,12 +400,15 @@ _OK = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n"
     ("reply", "drip_s", "error"),
     [
         (b"SSH-2.0-OpenSSH_9.6\r\n", 0.0, "RemoteDisconnected|BadStatusLine"),
-        (b"HTTP/1.0 302 Found\r\nLocation: ftp://127.0.0.1/x\r\n\r\n", 0.0, "HTTPError: HTTP "
-         "Error 302"),
+        (b"HTTP/1.0 302 Found\r\nLocation: ftp://127.0.0.1/x\r\n\r\n", 0.0,
+         "ValueError: HTTP 302 Found"),
         (_OK + b"x" * (3 * 1024 * 1024), 0.0, "ValueError: page larger than"),
         (_OK + b"# " + b"x" * 400, 0.01, "TimeoutError: page not read within 0.5 s"),
+        (b"HTTP/1.1 200 OK\r\nX-A: " + b"a" * 400, 0.01, "TimeoutError: page not read"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"0" * 400, 0.01,
+         "TimeoutError: page not read"),
     ],
-    ids=["not-http", "redirect", "huge", "drip"],
+    ids=["not-http", "redirect", "huge", "drip", "drip-headers", "drip-chunk-size"],
 )
 def test_hostile_endpoints_are_a_logged_failure_never_a_crash(
     tmp_path: Path, reply: bytes, drip_s: float, error: str

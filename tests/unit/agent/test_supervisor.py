@@ -128,19 +128,21 @@ def test_a_crash_while_stopping_is_still_a_fault(tmp_path: Path) -> None:
     agent.submit({**OFFLINE, "argv": ckpt, "mem_limit_mib": 1000})
     agent.submit({**OFFLINE, "name": "cuda", "argv": [*ckpt, "--crash-at-s", "3"],
                   "mem_limit_mib": 1000})
-    agent.submit({**OFFLINE, "name": "sh", "argv": [*ckpt, "--duration-s", "2", "--exit-code",
-                                                    "143"], "mem_limit_mib": 1000})
+    for name, code in (("sh", "143"), ("torchrun", "1")):  # their exits on SIGTERM
+        agent.submit({**OFFLINE, "name": name, "mem_limit_mib": 1000,
+                      "argv": [*ckpt, "--duration-s", "2", "--exit-code", code]})
     agent.run(1.0)
     pid = agent.record("train").pid
     assert pid is not None
-    for name in ("train", "cuda", "sh"):
+    names = ("train", "cuda", "sh", "torchrun")
+    for name in names:
         agent.sup.stop(name, agent.clock())
     agent.node.inject_xid(0, 43, pid=pid)
     agent.run(3.0)
-    assert {n: agent.status(n) for n in ("train", "cuda", "sh")} == dict.fromkeys(
-        ("train", "cuda", "sh"), Status.STOPPED)
+    assert {n: agent.status(n) for n in names} == dict.fromkeys(names, Status.STOPPED)
     assert agent.store.fault_counts() == {("train", "xid"): 1, ("cuda", "cuda"): 1}
     assert agent.record("sh").last_exit.startswith("requested: exit 143")
+    assert agent.record("torchrun").last_exit.startswith("requested: exit 1")
 
 
 def test_submit_unknown_gpu_and_unknown_stop(tmp_path: Path) -> None:
