@@ -243,17 +243,20 @@ def plan_steps(
 
     def release(g: int, p: MigPlacement, svc: str | None) -> bool:
         """Stop ``p``'s replica if its service keeps its floor, and destroy ``p`` if the plan
-        has no use for it."""
+        has no use for it; whether anything changed."""
+        changed = (g, p) in temps
         if svc is not None:
             s = index.get(svc)
             if s is not None and unmet(float(state.cap[s] - state.rate(p, svc)), float(floor[s])):
                 return False
             do(Step(StepKind.MOVE_TRAFFIC, g, p, svc))
             do(Step(StepKind.STOP, g, p, svc))
+            changed = True
         temps.discard((g, p))
         if not whole[g] and p not in want[g]:
             do(Step(StepKind.DESTROY, g, p))
-        return True
+            changed = True
+        return changed
 
     def shrink() -> bool:
         nonlocal drained
@@ -314,10 +317,17 @@ def plan_steps(
         return False
 
     temps: set[tuple[int, MigPlacement]] = set()
+    seen: set[tuple[object, ...]] = set()
     for _ in range(100 * (pool + 1)):
         grew = grow()
         if not shrink() and not grew and not borrow():
             break
+        # a round that ends where an earlier one did (a replica borrowed, then given back)
+        # would repeat until the cap: no safe step is left
+        now = (tuple(frozenset(inst.items()) for inst in state.instances), frozenset(temps))
+        if now in seen:
+            break
+        seen.add(now)
     if any(state.instances[g] != want[g] for g in range(pool)):
         cap = state.capacity()
         stuck = [
