@@ -324,7 +324,8 @@ def plan_steps(
             break
         # a round that ends where an earlier one did (a replica borrowed, then given back)
         # would repeat until the cap: no safe step is left
-        now = (tuple(frozenset(inst.items()) for inst in state.instances), frozenset(temps))
+        now = (tuple(frozenset(inst.items()) for inst in state.instances), frozenset(temps),
+               tuple(whole))
         if now in seen:
             break
         seen.add(now)
