@@ -7,6 +7,7 @@ and the rule that was broken.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 
@@ -36,6 +37,15 @@ class InputError(CotenantError):
         super().__init__(f"{where}: {rule}", hint=hint)
         self.where = where
         self.rule = rule
+
+
+def check_seconds(value: float, where: str, *, positive: bool = False) -> float:
+    """``value`` if it is a finite number of seconds, >= 0 (> 0 when ``positive``); else an
+    :class:`InputError` at ``where``."""
+    if not (math.isfinite(value) and (value > 0.0 if positive else value >= 0.0)):
+        bound = "> 0" if positive else ">= 0"
+        raise InputError(where, f"{value:g} s must be a finite number {bound}")
+    return value
 
 
 class UnknownNameError(CotenantError):

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from cotenant.agent.spec import Role
 from cotenant.agent.state import Status, WorkloadRecord
 from cotenant.agent.supervisor import NODE, Supervisor
-from cotenant.errors import InputError
+from cotenant.errors import InputError, check_seconds
 from cotenant.policies.colocation import COLOCATION
 from cotenant.policies.colocation.contract import MAX_SHARE_PCT, check_share_pct
 
@@ -63,9 +63,7 @@ class GuardSettings:
         check_share_pct(self.step_pct, "guard step_pct")
         check_share_pct(self.evict_above, "guard evict_above")
         for name in ("hold_s", "evict_hold_s", "settle_s", "stale_s"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0.0):
-                raise InputError(f"guard {name}", f"{value} must be a finite number >= 0")
+            check_seconds(getattr(self, name), f"guard {name}")
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cotenant.agent.spec import UNIT_MS, LatencyMetric, Role
 from cotenant.agent.state import StateStore, Status
-from cotenant.errors import CotenantError, InputError
+from cotenant.errors import CotenantError, InputError, check_seconds
 
 Fetch = Callable[[str, float], str]
 P = ParamSpec("P")
@@ -229,10 +229,8 @@ class LatencyScraper:
         timeout_s: float = 2.0,
         executor: Executor | None = None,
     ) -> None:
-        for where, value in (("interval", interval_s), ("timeout", timeout_s)):
-            if not (math.isfinite(value) and value > 0):
-                raise InputError(f"latency scrape {where}",
-                                 f"{value} s must be a finite number > 0")
+        check_seconds(interval_s, "latency scrape interval", positive=True)
+        check_seconds(timeout_s, "latency scrape timeout", positive=True)
         if min_requests < 1:
             raise InputError("latency scrape min_requests", f"{min_requests} must be >= 1")
         self.store = store

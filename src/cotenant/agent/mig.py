@@ -17,7 +17,6 @@ state (pending, applied, failed) is kept with the step that failed, as mig-manag
 from __future__ import annotations
 
 import enum
-import math
 import signal
 import time
 from collections.abc import Callable
@@ -25,7 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from cotenant.agent.backends.base import NodeBackend, ProcState
-from cotenant.errors import CotenantError, InputError, NotSupportedError, PermanentError
+from cotenant.errors import (
+    CotenantError,
+    NotSupportedError,
+    PermanentError,
+    check_seconds,
+)
 from cotenant.model.deployment import GpuPlan
 from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigGeometry, MigLayout, MigPlacement
@@ -76,8 +80,7 @@ class MigManager:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] = time.sleep,
     ) -> None:
-        if not (math.isfinite(grace_s) and grace_s >= 0.0):
-            raise InputError("drain grace", f"{grace_s} s must be a finite number >= 0")
+        check_seconds(grace_s, "drain grace")
         self.backend = backend
         self.grace_s = grace_s
         """Seconds a drained process gets between SIGTERM and SIGKILL."""

@@ -49,7 +49,7 @@ from cotenant.agent.backends.base import DeviceInventory, GpuInfo
 from cotenant.agent.spec import Role
 from cotenant.agent.state import Status, WorkloadRecord
 from cotenant.agent.supervisor import NODE, Supervisor
-from cotenant.errors import CotenantError, InputError
+from cotenant.errors import CotenantError, check_seconds
 from cotenant.policies.colocation.contract import (
     MAX_SHARE_PCT,
     MIN_SHARE_PCT,
@@ -87,8 +87,7 @@ class ShareController:
         window_s: float = 60.0,
         floor: Callable[[int, float], int] | None = None,
     ) -> None:
-        if not (math.isfinite(window_s) and window_s >= 0.0):
-            raise InputError("share window", f"{window_s} s must be a finite number >= 0")
+        check_seconds(window_s, "share window")
         self.supervisor = supervisor
         self.inventory = inventory
         self.policy = policy

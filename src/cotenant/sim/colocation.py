@@ -47,7 +47,6 @@ run is reproducible bit for bit.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,7 +55,7 @@ from functools import partial
 import numpy as np
 import numpy.typing as npt
 
-from cotenant.errors import InputError
+from cotenant.errors import check_seconds
 from cotenant.perf import mps
 from cotenant.perf.predictor import PairPredictor, default_predictor
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy, Matching, Sharing
@@ -166,9 +165,7 @@ class ColocationConfig:
 
     def __post_init__(self) -> None:
         for name in ("offline_start_s", "share_change_s"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0.0):
-                raise InputError(f"ColocationConfig.{name}", f"{value} is not a finite number >= 0")
+            check_seconds(getattr(self, name), f"ColocationConfig.{name}")
 
 
 def run_colocation(
