@@ -84,8 +84,7 @@ class LatencyGuard:
         self.evictions = 0
         self._reports: dict[int, dict[str, _Report]] = {}
         self._floors: dict[int, tuple[int, float]] = {}  # GPU -> (floor %, until)
-        self._quiet_until: dict[int, float] = {}
-        self._acted_at: dict[int, float] = {}
+        self._acted_at: dict[int, float] = {}  # GPU -> time of the guard's last action
         self._latest: dict[str, tuple[float, float]] = {}  # name -> (p99 ms, reported at)
         self._last_now = -math.inf
 
@@ -132,7 +131,6 @@ class LatencyGuard:
         if now < self._last_now:  # the wall clock stepped back: start afresh
             self._reports.clear()
             self._floors.clear()
-            self._quiet_until.clear()
             self._acted_at.clear()
         self._last_now = now
         if not any(self._reports.values()):  # the usual tick: nothing reported, nothing to read
@@ -144,10 +142,9 @@ class LatencyGuard:
             for name in [n for n, r in reports.items()
                          if n not in online or now - r.at > s.stale_s]:
                 del reports[name]
-            quiet = self._quiet_until.get(gpu, -math.inf)
-            if now < quiet:
-                continue
             acted = self._acted_at.get(gpu, -math.inf)
+            if now < acted + s.settle_s:
+                continue
             over = [r for r in reports.values()
                     if r.since >= acted and r.p99_ms > s.threshold * r.slo_ms]
             offline = [r for r in records if r.spec.gpu == gpu and r.spec.role is Role.OFFLINE
@@ -156,7 +153,6 @@ class LatencyGuard:
                 continue
             current = max(shares.get(gpu, 0), self.floor(gpu, now))
             raised = current + s.step_pct
-            self._quiet_until[gpu] = now + s.settle_s
             self._acted_at[gpu] = now
             reports.clear()
             worst = max(over, key=lambda r: r.p99_ms / r.slo_ms)
