@@ -63,7 +63,7 @@ class LatencyMetric:
             raise InputError(f"{where}.histogram",
                              f"must be a Prometheus metric name, got {histogram!r:.60}")
         unit = data.get("unit", "s")
-        if unit not in UNIT_MS:
+        if not isinstance(unit, str) or unit not in UNIT_MS:  # a list is not even hashable
             raise InputError(f"{where}.unit", f"must be one of {sorted(UNIT_MS)}, got {unit!r:.20}")
         labels = data.get("labels", {})
         if not isinstance(labels, Mapping) or not all(

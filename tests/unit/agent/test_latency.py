@@ -91,6 +91,7 @@ def test_increase_is_per_series_like_prometheus() -> None:
         ({"url": 8000}, "url"),
         ({"histogram": "req-seconds"}, "histogram"),
         ({"unit": "min"}, "unit"),
+        ({"unit": ["s"]}, "unit"),
         ({"labels": {"model": 1}}, "labels"),
         ({"labels": {"le": "0.1"}}, "labels.le"),
         ({"url": "http://127.0.0.1:abc/metrics"}, "url"),
