@@ -1,8 +1,9 @@
 """Real process control and MPS daemon management for a Linux host (used by the nvml backend).
 
 :class:`PopenProcesses` starts workloads with :class:`subprocess.Popen` from an argv *list*
-(``shell=False`` always; a string is refused), each in its own session, with stdout and stderr
-going to a log file whose last line becomes the exit message used to classify failures.
+(``shell=False`` always; a string is refused), each in its own session (signals go to its
+whole process group), with stdout and stderr going to a log file whose last line becomes the
+exit message used to classify failures.
 
 :class:`MpsControl` drives ``nvidia-cuda-mps-control``, one daemon per GPU: the daemon is started
 with ``CUDA_VISIBLE_DEVICES=<gpu>`` and its own ``CUDA_MPS_PIPE_DIRECTORY`` and
@@ -93,10 +94,17 @@ class PopenProcesses:
         return ProcessStatus(pid, ProcState.RUNNING)
 
     def send_signal(self, pid: int, signum: int) -> None:
+        """Signal the workload's whole process group: each is started in its own session,
+        so its group holds the processes that use the GPU (torchrun's workers, a shell's
+        children), which a signal to ``pid`` alone could miss (a SIGKILL to torchrun leaves
+        its workers holding GPU memory; a SIGSTOP to it pauses nothing on the GPU). A pid
+        that leads no group of its own gets the signal alone; an exited one gets none."""
         known = self._procs.get(pid)
+        if known is not None and known[0].poll() is not None:
+            return  # reaped: the pid may belong to someone else now
         try:
-            if known is not None:
-                known[0].send_signal(signum)
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signum)
             else:
                 os.kill(pid, signum)
         except ProcessLookupError:
