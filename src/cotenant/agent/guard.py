@@ -7,11 +7,18 @@ MuxFlow's second protection level. The share policy sizes the offline share from
   (``POST /v1/workloads/<name>/p99``, ``cotenant agent report``), or the agent reads it from
   the service's Prometheus latency histogram (:mod:`cotenant.agent.latency`);
 * a report above ``threshold`` x the service's SLO (0.95, the simulator's MuxFlow policy's
-  ``guard_threshold``, read from it) on a GPU with a running offline co-runner *throttles*:
-  the online share's floor rises by ``step_pct`` points, held for ``hold_s`` seconds (the
-  share controller applies ``max(policy share, floor)``; MPS fixes a client's share at
-  start, so the offline client is restarted with the smaller share, the simulator's
-  ``share_change_s``);
+  ``guard_threshold``, read from it) on a GPU with a running offline co-runner first
+  *pauses* the GPU's offline clients for ``pause_s`` seconds (SIGSTOP to each process group,
+  then SIGCONT): the SMs are free as soon as the kernels already queued finish, and the
+  job loses no start-up time, so a burst costs no restart. This is our form of MuxFlow's
+  launch throttle (xCUDA delays an offline process's kernel launches), which an MPS share
+  alone cannot do to a running client;
+* a report over the threshold during a pause, or within ``hold_s`` after it (the pause did
+  not help, or the cause is lasting), *throttles*: the online share's floor rises by
+  ``step_pct`` points, held for ``hold_s`` seconds (the share controller applies
+  ``max(policy share, floor)``; MPS fixes a client's share at start, so the offline client
+  is restarted with the smaller share, the simulator's ``share_change_s``); ``pause_s = 0``
+  throttles at once;
 * when the floor would pass ``evict_above`` (95, also the MuxFlow policy's), the guard
   *evicts*: the GPU's offline clients are stopped, and no offline work starts on it for
   ``evict_hold_s``;
@@ -52,6 +59,7 @@ class GuardSettings:
     threshold: float = _MUXFLOW.guard_threshold
     step_pct: int = 20
     evict_above: int = _MUXFLOW.evict_above
+    pause_s: float = 30.0
     hold_s: float = 60.0
     evict_hold_s: float = 300.0
     settle_s: float = 10.0
@@ -62,7 +70,7 @@ class GuardSettings:
             raise InputError("guard threshold", f"{self.threshold} must be in (0, 1]")
         check_share_pct(self.step_pct, "guard step_pct")
         check_share_pct(self.evict_above, "guard evict_above")
-        for name in ("hold_s", "evict_hold_s", "settle_s", "stale_s"):
+        for name in ("pause_s", "hold_s", "evict_hold_s", "settle_s", "stale_s"):
             check_seconds(getattr(self, name), f"guard {name}")
 
 
@@ -80,11 +88,13 @@ class LatencyGuard:
     def __init__(self, supervisor: Supervisor, settings: GuardSettings | None = None) -> None:
         self.supervisor = supervisor
         self.settings = settings or GuardSettings()
+        self.pauses = 0
         self.throttles = 0
         self.evictions = 0
         self._reports: dict[int, dict[str, _Report]] = {}
         self._floors: dict[int, tuple[int, float]] = {}  # GPU -> (floor %, until)
         self._acted_at: dict[int, float] = {}  # GPU -> time of the guard's last action
+        self._paused_at: dict[int, float] = {}  # GPU -> time of the guard's last pause
         self._latest: dict[str, tuple[float, float]] = {}  # name -> (p99 ms, reported at)
         self._last_now = -math.inf
 
@@ -132,6 +142,7 @@ class LatencyGuard:
             self._reports.clear()
             self._floors.clear()
             self._acted_at.clear()
+            self._paused_at.clear()
         self._last_now = now
         if not any(self._reports.values()):  # the usual tick: nothing reported, nothing to read
             return
@@ -157,7 +168,14 @@ class LatencyGuard:
             reports.clear()
             worst = max(over, key=lambda r: r.p99_ms / r.slo_ms)
             detail = f"GPU {gpu}: p99 {worst.p99_ms:g} ms, SLO {worst.slo_ms:g} ms"
-            if raised > s.evict_above:
+            if s.pause_s > 0 and now > self._paused_at.get(gpu, -math.inf) + s.pause_s + s.hold_s:
+                self.pauses += 1
+                self._paused_at[gpu] = now
+                self.supervisor.store.event(now, NODE, "guard pause",
+                                            detail=f"{detail}: offline paused {s.pause_s:g} s")
+                for record in offline:
+                    self.supervisor.pause(record.spec.name, now, now + s.pause_s)
+            elif raised > s.evict_above:
                 self.evictions += 1
                 self._evict(gpu, offline, now, detail)
             else:

@@ -1,17 +1,18 @@
 """Prometheus metrics of the agent, in a registry of its own (never the process-global one).
 
 Per GPU: utilisation, memory used and total, the online SM share in force, MPS daemon restarts.
-Per node: the compute guard's throttles and evictions; per online service, the last p99 the
-guard got (reported, or read from the service's latency histogram).
-Per workload: up (1 while running), the SM share its client got, restarts, and exits by fault
-class (from the SQLite event log, so the counts survive agent restarts; exported as gauges for
-that reason). Served on ``GET /metrics`` by :mod:`cotenant.agent.api`, behind the same bearer
-token as the rest of the API (Prometheus sends it with ``authorization: {credentials_file: ...}``).
+Per node: the compute guard's pauses, throttles and evictions; per online service, the last
+p99 the guard got (reported, or read from the service's latency histogram).
+Per workload: up (1 while running), paused (1 while the guard pauses it), the SM share its
+client got, restarts, and exits by fault class (from the SQLite event log, so the counts
+survive agent restarts; exported as gauges for that reason). Served on ``GET /metrics`` by
+:mod:`cotenant.agent.api`, behind the same bearer token as the rest of the API (Prometheus
+sends it with ``authorization: {credentials_file: ...}``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
 
@@ -40,6 +41,8 @@ class AgentMetrics:
                                   registry=r)
         self.up = Gauge("cotenant_workload_up", "1 while the workload runs", ["workload", "role"],
                         registry=r)
+        self.paused = Gauge("cotenant_workload_paused", "1 while the compute guard pauses the "
+                            "running workload (SIGSTOP)", ["workload"], registry=r)
         self.share = Gauge("cotenant_workload_sm_share_percent",
                            "MPS active-thread percentage of the running client", ["workload"],
                            registry=r)
@@ -52,7 +55,7 @@ class AgentMetrics:
                          "the agent read from its latency histogram (fresh ones only)",
                          ["workload"], registry=r)
         self.guard = Gauge("cotenant_guard_actions", "Compute guard actions since the agent "
-                           "started (throttle, evict)", ["action"], registry=r)
+                           "started (pause, throttle, evict)", ["action"], registry=r)
 
     def update(
         self,
@@ -63,6 +66,7 @@ class AgentMetrics:
         mps_restarts: Mapping[int, int],
         guard_actions: Mapping[str, int] | None = None,
         p99_ms: Mapping[str, float] | None = None,
+        paused: Collection[str] = (),
     ) -> None:
         """Replace every value by the snapshot's (``gpus=None``: keep the last GPU values)."""
         if gpus is not None:
@@ -73,8 +77,8 @@ class AgentMetrics:
                 self.gpu_util.labels(label).set(info.utilisation_pct)
                 self.gpu_mem.labels(label).set(info.memory_used_mib)
                 self.gpu_mem_total.labels(label).set(info.memory_total_mib)
-        for gauge in (self.gpu_share, self.mps_restarts, self.up, self.share, self.restarts,
-                      self.faults, self.p99):
+        for gauge in (self.gpu_share, self.mps_restarts, self.up, self.paused, self.share,
+                      self.restarts, self.faults, self.p99):
             gauge.clear()
         for gpu, share in shares.items():
             self.gpu_share.labels(str(gpu)).set(share)
@@ -85,6 +89,8 @@ class AgentMetrics:
             running = record.status is Status.RUNNING
             self.up.labels(name, record.spec.role.value).set(1 if running else 0)
             self.restarts.labels(name).set(record.restarts)
+            if running:
+                self.paused.labels(name).set(1 if name in paused else 0)
             if running and record.applied_pct is not None:
                 self.share.labels(name).set(record.applied_pct)
         for (name, fault), count in faults.items():

@@ -83,9 +83,10 @@ class AgentService:
                 gpus = None
             self.metrics.update(gpus, self.store.all(), self.store.fault_counts(),
                                 self.share.shares, self.mps.restarts,
-                                {"throttle": self.guard.throttles,
+                                {"pause": self.guard.pauses,
+                                 "throttle": self.guard.throttles,
                                  "evict": self.guard.evictions},
-                                self.guard.latest(now))
+                                self.guard.latest(now), self.supervisor.paused())
 
     def submit(self, data: object) -> dict[str, Any]:
         spec = WorkloadSpec.from_dict(data)

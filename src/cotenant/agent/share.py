@@ -172,10 +172,11 @@ class ShareController:
         # starts) and a whole window after the last such restart
         may_gain = (self._observed_since[index] <= now - self.window_s
                     and self._last_gain.get(index, -math.inf) <= now - self.window_s)
+        paused = self.supervisor.paused()  # the guard's: no more SMs while it lasts
         for record in offline:
             if record.status is Status.RUNNING:
                 applied = MAX_SHARE_PCT if record.applied_pct is None else record.applied_pct
-                gain = target - applied > self.threshold_pct
+                gain = target - applied > self.threshold_pct and record.spec.name not in paused
                 change = applied > target or (may_gain and gain)
                 if change and gain:
                     self._last_gain[index] = now

@@ -22,14 +22,17 @@ is due. The rules:
   every tick, and only offline clients are restarted to change their SM share;
 * an agent restart (a new Supervisor on the same SQLite file) re-adopts every process still
   alive and accounts for the rest (their exit is classified, ``lost`` where unknown), so no
-  workload disappears from the state.
+  workload disappears from the state;
+* an offline workload can be *paused* for the compute guard (:mod:`cotenant.agent.pauses`):
+  it keeps its memory and MPS share and launches nothing until it is resumed at the time
+  given, or before it is stopped or restarted; an agent that starts resumes every offline
+  process it adopts.
 """
 
 from __future__ import annotations
 
 import math
 import signal
-from dataclasses import dataclass
 
 from cotenant.agent.backends.base import (
     BackendFeature,
@@ -38,28 +41,15 @@ from cotenant.agent.backends.base import (
     ProcState,
     XidEvent,
 )
-from cotenant.agent.faults import FaultClass, classify
+from cotenant.agent.faults import Backoff, FaultClass, asked_for, classify
 from cotenant.agent.mps import MpsManager
+from cotenant.agent.pauses import Pauses
 from cotenant.agent.spec import Role, WorkloadSpec
 from cotenant.agent.state import StateStore, Status, WorkloadRecord
 from cotenant.errors import CotenantError, InputError, PermanentError, TemporaryError
 
 NODE = "node"  # the events table's workload name for node-level events
 _GRACEFUL = {signal.SIGINT, signal.SIGTERM}
-_ASKED = {signal.SIGTERM, signal.SIGKILL}  # what the agent sends to stop a workload
-_ASKED_CODES = {0, 128 + signal.SIGTERM, 128 + signal.SIGKILL}  # clean, or a shell's code
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Delay before restart ``n`` (1-based): ``min(cap_s, base_s * factor ** (n - 1))``."""
-
-    base_s: float = 1.0
-    factor: float = 2.0
-    cap_s: float = 300.0
-
-    def delay(self, n: int) -> float:
-        return min(self.cap_s, self.base_s * self.factor ** max(0, n - 1))
 
 
 class Supervisor:
@@ -89,6 +79,7 @@ class Supervisor:
         self._xid_since = float("-inf")
         self._mps_failed: dict[int, float] = {}  # GPU -> when its MPS daemon was found dead
         self._offline_held: dict[int, float] = {}  # GPU -> no offline start before this time
+        self.pauses = Pauses(backend, store)
         self._last_now = -math.inf
 
     # --- requests ----------------------------------------------------------------------------
@@ -110,7 +101,7 @@ class Supervisor:
             return record
         self.store.event(now, name, "stop requested")
         if record.status.has_process and record.pid is not None:
-            self.backend.send_signal(record.pid, signal.SIGTERM)
+            self._signal_stop(name, record.pid, now)
             return self.store.update(record, status=Status.STOPPING, since=now)
         return self.store.update(record, status=Status.STOPPED, since=now)
 
@@ -130,6 +121,20 @@ class Supervisor:
         hold lives in memory, so an agent restart lifts it."""
         self._offline_held[gpu] = max(until, self._offline_held.get(gpu, until))
 
+    def pause(self, name: str, now: float, until: float) -> bool:
+        """Pause running offline workload ``name`` until ``until`` (:mod:`.pauses`); False
+        where it is not running."""
+        record = self.store.get(name)
+        if (record is None or record.spec.role is not Role.OFFLINE
+                or record.status is not Status.RUNNING or record.pid is None):
+            return False
+        self.pauses.pause(name, record.pid, now, until)
+        return True
+
+    def paused(self) -> set[str]:
+        """The workloads paused now."""
+        return self.pauses.names()
+
     def evict(self, name: str, now: float) -> None:
         """Stop running offline workload ``name`` to start it again when it may (after a
         :meth:`hold_offline` on its GPU); not a fault, so no restart is counted."""
@@ -140,8 +145,13 @@ class Supervisor:
 
     def _stop_to_restart(self, record: WorkloadRecord, pid: int, now: float) -> None:
         """SIGTERM (SIGKILL after the stop grace); started again once it has exited."""
-        self.backend.send_signal(pid, signal.SIGTERM)
+        self._signal_stop(record.spec.name, pid, now)
         self.store.update(record, status=Status.RESTARTING, since=now)
+
+    def _signal_stop(self, name: str, pid: int, now: float) -> None:
+        """SIGTERM, and SIGCONT where the process is paused, so that it can act on it."""
+        self.backend.send_signal(pid, signal.SIGTERM)
+        self.pauses.release(name, now, "to stop")
 
     # --- reconcile ---------------------------------------------------------------------------
 
@@ -157,6 +167,7 @@ class Supervisor:
         for record in self.store.all():
             if record.status.has_process:
                 self._reap(record, now)
+        self.pauses.resume_due(now)
         self._start_due(now)
 
     def _clock_stepped_back(self, by: float) -> None:
@@ -167,6 +178,7 @@ class Supervisor:
                 self.store.update(record, next_start=record.next_start - by)
         for gpu in self._offline_held:
             self._offline_held[gpu] -= by
+        self.pauses.shift(by)
 
     def _recover(self, now: float) -> None:
         self._recovered = True
@@ -176,6 +188,8 @@ class Supervisor:
             status = self.backend.poll(record.pid)
             if status.state is ProcState.RUNNING:
                 self.store.event(now, record.spec.name, "adopted", detail=f"pid {record.pid}")
+                if record.spec.role is Role.OFFLINE:  # a pause of the previous agent's
+                    self.backend.send_signal(record.pid, signal.SIGCONT)
             else:
                 self.store.event(now, record.spec.name, "lost", detail=f"pid {record.pid}")
                 self._exited(record, status, now)
@@ -231,15 +245,8 @@ class Supervisor:
         mps_failed = record.since < self._mps_failed.get(spec.gpu, -1.0)
         fault, detail = classify(status, spec.gpu, now, self._xids, mps_failed)
         signum = -status.returncode if status.returncode and status.returncode < 0 else 0
-        # an exit the agent asked for (stop, share change, eviction) is logged, not a fault:
-        # by the SIGTERM it sent or the SIGKILL after the grace, or any exit code without a
-        # GPU error (torchrun exits 1 on SIGTERM); with exit 0, 143 or 137, even one whose
-        # last stderr line mentions CUDA or memory
-        requested = record.status in (Status.STOPPING, Status.RESTARTING) and (
-            (fault is FaultClass.SIGNAL and signum in _ASKED)
-            or fault in (FaultClass.NONE, FaultClass.CRASH)
-            or (fault in (FaultClass.CUDA, FaultClass.OOM)
-                and status.returncode in _ASKED_CODES))
+        requested = (record.status in (Status.STOPPING, Status.RESTARTING)
+                     and asked_for(status, fault))
         label = "requested" if requested else fault.value
         self.store.event(now, name, "exit", None if requested else fault.value,
                          f"{label}: {detail}" if requested else detail)

@@ -23,6 +23,7 @@ from rich.table import Table
 
 from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import BACKEND_NAMES, open_backend
+from cotenant.agent.guard import GuardSettings
 from cotenant.agent.service import AgentService
 from cotenant.agent.share import SHARE_POLICIES
 from cotenant.agent.spec import WorkloadSpec
@@ -88,6 +89,12 @@ def run(
         typer.Option(min=0.1, help="seconds between reads of each online service's "
                      "latency_metric histogram (its p99 feeds the compute guard)"),
     ] = 5.0,
+    guard_pause_s: Annotated[
+        float,
+        typer.Option(min=0.0, help="the compute guard first pauses an online service's offline "
+                     "co-runner (SIGSTOP) this long; a p99 still over the SLO then throttles "
+                     "(0: throttle at once)"),
+    ] = 30.0,
     interval: Annotated[float, typer.Option(help="seconds between reconcile ticks")] = 1.0,
     ticks: Annotated[int, typer.Option(help="stop after this many ticks (0: until SIGINT)")] = 0,
 ) -> None:
@@ -100,10 +107,11 @@ def run(
     if ":" not in share_policy and SHARE_POLICIES.canonical(share_policy) == "static":
         kwargs["online_pct"] = online_share
     policy = SHARE_POLICIES.create(share_policy, **kwargs)
+    guard = GuardSettings(pause_s=guard_pause_s)
     token = ensure_token(token_file or state_dir / "token")
     node = open_backend(backend, gpus=gpus, state_dir=state_dir)
     service = AgentService(node, state_dir, policy, share_window_s=share_window_s,
-                           scrape_interval_s=scrape_interval_s)
+                           scrape_interval_s=scrape_interval_s, guard=guard)
     server = AgentServer((host, port), service, token)
     thread = threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True)
     thread.start()

@@ -110,7 +110,7 @@ def test_metrics(client: Client) -> None:
 
 
 def test_p99_reports_reach_the_guard(client: Client) -> None:
-    """A p99 over the SLO, POSTed for the online service, throttles its offline co-runner on
+    """A p99 over the SLO, POSTed for the online service, pauses its offline co-runner on
     the next tick; the guard's actions are in the metrics. Bad reports are 400s."""
     client.call("POST", "/v1/workloads", ONLINE)  # SLO 50 ms
     client.call("POST", "/v1/workloads", OFFLINE)
@@ -122,8 +122,11 @@ def test_p99_reports_reach_the_guard(client: Client) -> None:
     assert json.loads(body) == {"workload": "web", "gpu": 0, "online_share_pct": 70}
     client.service.tick()
     text = client.call("GET", "/metrics")[1].decode()
-    assert 'cotenant_guard_actions{action="throttle"} 1.0' in text
-    assert 'cotenant_gpu_online_sm_share_percent{gpu="0"} 90.0' in text
+    assert 'cotenant_guard_actions{action="pause"} 1.0' in text
+    assert 'cotenant_guard_actions{action="throttle"} 0.0' in text
+    assert 'cotenant_workload_paused{workload="train"} 1.0' in text
+    assert 'cotenant_workload_paused{workload="web"} 0.0' in text
+    assert 'cotenant_gpu_online_sm_share_percent{gpu="0"} 70.0' in text  # no restart
     for path, payload, needle in [
         ("/v1/workloads/train/p99", {"p99_ms": 1.0}, "only a running online workload"),
         ("/v1/workloads/ghost/p99", {"p99_ms": 1.0}, "no such workload"),

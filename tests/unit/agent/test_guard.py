@@ -1,5 +1,6 @@
 """The compute guard: measured p99 over the SLO throttles the offline co-runner, then evicts it;
-the floor it sets expires; bad reports are refused with one line."""
+the floor it sets expires; bad reports are refused with one line. These tests take the
+throttle ladder alone (``pause_s=0``); ``test_guard_pause`` covers the pause before it."""
 
 from __future__ import annotations
 
@@ -19,12 +20,13 @@ from .harness import OFFLINE, ONLINE, Agent, make_agent
 
 
 class Node:
-    """An agent on a fake node with the guard feeding the share controller (static 50/50)."""
+    """An agent on a fake node with the guard feeding the share controller (static 50/50);
+    the guard throttles at once unless ``settings`` say otherwise."""
 
     def __init__(self, tmp_path: Path, settings: GuardSettings | None = None,
                  policy: SharePolicy | None = None, slo_ms: float = 50.0) -> None:
         self.agent: Agent = make_agent(tmp_path)
-        self.guard = LatencyGuard(self.agent.sup, settings)
+        self.guard = LatencyGuard(self.agent.sup, settings or GuardSettings(pause_s=0.0))
         self.share = ShareController(self.agent.sup, self.agent.node, policy or FixedShare(50),
                                      window_s=0.0, floor=self.guard.floor)
         self.agent.submit({**ONLINE, "slo_ms": slo_ms})  # resnet50, SLO 50 ms by default
@@ -87,7 +89,7 @@ def test_throttle_then_evict_then_come_back(tmp_path: Path) -> None:
 
 
 def test_the_floor_expires_after_the_hold(tmp_path: Path) -> None:
-    node = Node(tmp_path, GuardSettings(hold_s=30.0))
+    node = Node(tmp_path, GuardSettings(pause_s=0.0, hold_s=30.0))
     node.report(49.0)
     node.run(1.0)
     assert node.train() == (Status.RUNNING, 30)
@@ -101,7 +103,8 @@ def test_the_floor_expires_after_the_hold(tmp_path: Path) -> None:
 def test_the_floor_ends_with_the_hold_under_the_dynamic_policy(tmp_path: Path) -> None:
     """The policy sees its own share as current, not the floor, so its hysteresis does not
     keep a throttle after the guard lets go."""
-    node = Node(tmp_path, GuardSettings(hold_s=30.0), policy=DynamicShare(), slo_ms=200.0)
+    node = Node(tmp_path, GuardSettings(pause_s=0.0, hold_s=30.0), policy=DynamicShare(),
+                slo_ms=200.0)
     node.run(2.0)
     decided = node.share.shares[0]  # resnet50 at 30 % load with a 200 ms SLO
     assert decided < 80

@@ -26,6 +26,7 @@ from cotenant.agent.latency import (
 )
 from cotenant.agent.service import AgentService
 from cotenant.agent.spec import LatencyMetric, WorkloadSpec
+from cotenant.agent.state import Status
 from cotenant.errors import InputError
 from cotenant.policies.colocation.share import FixedShare
 
@@ -235,14 +236,15 @@ def metrics_page() -> Iterator[tuple[str, type[_Handler]]]:
         thread.join()
 
 
-def test_a_slow_histogram_throttles_the_offline_client_through_the_agent(
+def test_a_slow_histogram_pauses_the_offline_client_through_the_agent(
     tmp_path: Path, metrics_page: tuple[str, type[_Handler]]
 ) -> None:
     """End to end over HTTP: the service's own histogram shows a p99 over 95% of its 50 ms
-    SLO, and the guard raises the online share (the offline client restarts with less)."""
+    SLO, and the guard pauses the offline client (no restart, its share unchanged)."""
     url, handler = metrics_page
     clock = ManualClock(1000.0)
-    service = AgentService(FakeNode.build("A100-40GB", 1, clock), tmp_path, FixedShare(50),
+    node = FakeNode.build("A100-40GB", 1, clock)
+    service = AgentService(node, tmp_path, FixedShare(50),
                            clock=clock, scrape_interval_s=5.0, executor=INLINE)
     try:
         service.submit({**ONLINE, "latency_metric": {**METRIC, "url": url}})
@@ -251,16 +253,17 @@ def test_a_slow_histogram_throttles_the_offline_client_through_the_agent(
         handler.text = page({"resnet50": [500, 500, 500, 500, 500, 500]})
         clock.advance(1.0)
         service.tick()  # the first read: a baseline
-        assert service.guard.throttles == 0
+        assert service.guard.pauses == 0
         # 100 requests, 20 of them 50-100 ms: p99 = 50 + 50 * 19 / 20 = 97.5 ms
         handler.text = page({"resnet50": [580, 580, 580, 600, 600, 600]})
         clock.advance(5.0)
         service.tick()
-        assert service.guard.throttles == 1
-        assert service.guard.floor(0, clock()) == 70
+        assert (service.guard.pauses, service.guard.throttles) == (1, 0)
         train = service.store.get("train")
         assert train is not None
-        assert train.share_pct == 30  # restarting with the 30% the online service leaves
+        assert train.pid is not None
+        assert node.paused(train.pid)
+        assert (train.status, train.share_pct) == (Status.RUNNING, 50)  # not restarted
         assert 'cotenant_online_p99_ms{workload="web"} 97.5' in service.metrics_text().decode()
         clock.advance(11.0)  # no request since: no report, and the last one is stale
         service.tick()

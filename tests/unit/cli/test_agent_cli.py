@@ -50,6 +50,8 @@ def test_mig_apply_on_fake(capsys: Capsys) -> None:
           "inf"], "share window: inf s must be a finite number"),
         (["agent", "run", "--backend", "fake", "--listen", "127.0.0.1:0",
           "--scrape-interval-s", "inf"], "latency scrape interval: inf s must be a finite"),
+        (["agent", "run", "--backend", "fake", "--listen", "127.0.0.1:0",
+          "--guard-pause-s", "inf"], "guard pause_s: inf s must be a finite"),
         (["mig", "apply", "7g.40gb", "--gpu", "0", "--backend", "fake", "--drain", "--grace-s",
           "inf"], "drain grace: inf s must be a finite number"),
     ],
@@ -73,7 +75,7 @@ def test_mig_export_yaml(capsys: Capsys) -> None:
 def test_agent_run_fake_for_a_few_ticks(capsys: Capsys, tmp_path: Path) -> None:
     code, out, _ = run(capsys, "agent", "run", "--backend", "fake", "--gpus", "H100:2",
                        "--state-dir", str(tmp_path), "--listen", "127.0.0.1:0",
-                       "--interval", "0", "--ticks", "3")
+                       "--interval", "0", "--ticks", "3", "--guard-pause-s", "0")
     assert code == 0
     assert "fake backend, 2 GPUs" in out
     token = tmp_path / "token"

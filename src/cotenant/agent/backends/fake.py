@@ -15,6 +15,9 @@ implements all four backend Protocols and enforces what NVML, MIG and MPS would:
   later), and the server refuses new clients until all of them have exited. Killing the daemon
   ends all its clients.
 * Faults can be injected: XID events, NVML query errors, daemon deaths.
+* Signals act as on Linux: SIGSTOP pauses a process (it keeps its memory, causes no
+  utilisation, and its program's clock stands still), SIGCONT resumes it; a SIGTERM or
+  SIGINT sent to a paused process waits until it is resumed, a SIGKILL does not.
 
 Processes are :class:`~cotenant.agent.backends.programs.Program` descriptions whose events
 happen on the injected clock; every call first settles the events due by ``clock()``.
@@ -85,6 +88,10 @@ class _Proc:
     term_at: float = math.inf
     """When a caught SIGTERM/SIGINT ends it (after its checkpoint delay)."""
     term_signal: int = 0
+    paused_at: float | None = None
+    """When SIGSTOP paused it (None: running); its program's events wait meanwhile."""
+    pending: int = 0
+    """A SIGTERM/SIGINT sent while paused, delivered when it is resumed."""
 
     @property
     def alive(self) -> bool:
@@ -287,8 +294,38 @@ class FakeNode:
     def send_signal(self, pid: int, signum: int) -> None:
         now = self._settle()
         proc = self._procs.get(pid)
-        if proc is None or not proc.alive or signum not in _STOP_SIGNALS:
+        if proc is None or not proc.alive:
             return
+        if signum == signal.SIGSTOP and proc.paused_at is None:
+            proc.paused_at = now
+        elif signum == signal.SIGCONT and proc.paused_at is not None:
+            self._resume(proc, now)
+        elif signum in _STOP_SIGNALS:
+            if proc.paused_at is not None and signum != signal.SIGKILL:
+                proc.pending = proc.pending or signum  # delivered on SIGCONT
+            else:
+                self._stop(proc, signum, now)
+
+    def paused(self, pid: int) -> bool:
+        """Whether ``pid`` is alive and paused by SIGSTOP."""
+        self._settle()
+        proc = self._procs.get(pid)
+        return proc is not None and proc.alive and proc.paused_at is not None
+
+    def _resume(self, proc: _Proc, now: float) -> None:
+        """SIGCONT: the program's clock moves on from where it stood; a signal that
+        waited is delivered now."""
+        assert proc.paused_at is not None
+        stood = now - proc.paused_at
+        proc.paused_at = None
+        proc.started += stood
+        proc.fault_exit_at += stood
+        proc.term_at += stood
+        if proc.pending:
+            signum, proc.pending = proc.pending, 0
+            self._stop(proc, signum, now)
+
+    def _stop(self, proc: _Proc, signum: int, now: float) -> None:
         delay = proc.program.term_delay_s
         if signum == signal.SIGKILL or delay <= 0.0:
             self._exit(proc, now, -signum, "")
@@ -335,7 +372,7 @@ class FakeNode:
 
     def _info(self, state: _Gpu) -> GpuInfo:
         procs = self._alive(state.index)
-        util = min(100.0, sum(p.util_pct for p in procs))
+        util = min(100.0, sum(p.util_pct for p in procs if p.paused_at is None))
         assert state.model.memory_mib is not None
         return GpuInfo(
             index=state.index,
@@ -346,7 +383,8 @@ class FakeNode:
             utilisation_pct=util,
             sm_activity_pct=util,
             mig_enabled=state.mig_enabled,
-            processes=tuple(GpuProcess(p.pid, p.alloc_mib, p.util_pct) for p in procs),
+            processes=tuple(GpuProcess(p.pid, p.alloc_mib, 0.0 if p.paused_at is not None
+                                       else p.util_pct) for p in procs),
         )
 
     def _allocate(self, proc: _Proc, mib: int, now: float) -> None:
@@ -365,6 +403,8 @@ class FakeNode:
             state.mps_faulted = False
 
     def _next_event(self, proc: _Proc) -> tuple[float, str]:
+        if proc.paused_at is not None:  # its clock stands still until SIGCONT
+            return (math.inf, "paused")
         p = proc.program
         events = [
             (proc.fault_exit_at, "fault"),

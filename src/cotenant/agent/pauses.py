@@ -1,0 +1,61 @@
+"""Paused workloads: SIGSTOP now, SIGCONT at a given time, kept per workload and pid.
+
+The compute guard pauses an offline client to free its SMs at once without a restart
+(:mod:`cotenant.agent.guard`); the supervisor owns the processes, so it owns this book.
+Signals go to the workload's process group (the backends start each workload in its own
+session), so a launcher's workers pause with it. A pause is recorded against the pid it
+stopped: when that process exits (a fault, a kill) the pause is dropped, never applied to
+the process that replaces it. A stopped process holds every signal but SIGKILL until it is
+resumed, so whoever stops a paused workload resumes it first (:meth:`Pauses.release`). The
+book lives in memory; the supervisor resumes every offline process it adopts after an agent
+restart, so none stays stopped with no one left to resume it.
+"""
+
+from __future__ import annotations
+
+import signal
+
+from cotenant.agent.backends.base import ProcessBackend
+from cotenant.agent.state import StateStore
+
+
+class Pauses:
+    """Which workloads are paused, until when, and the signals that pause and resume them."""
+
+    def __init__(self, backend: ProcessBackend, store: StateStore) -> None:
+        self.backend = backend
+        self.store = store
+        self._paused: dict[str, tuple[int, float]] = {}  # name -> (pid, resume at)
+
+    def names(self) -> set[str]:
+        return set(self._paused)
+
+    def pause(self, name: str, pid: int, now: float, until: float) -> None:
+        """Stop ``name``'s process ``pid`` until ``until`` (pausing it again moves the time)."""
+        if self._paused.get(name, (None, 0.0))[0] != pid:
+            self.backend.send_signal(pid, signal.SIGSTOP)
+        self._paused[name] = (pid, until)
+        self.store.event(now, name, "paused", detail=f"for {until - now:g} s")
+
+    def release(self, name: str, now: float, why: str) -> None:
+        """Resume ``name`` now if it is paused (SIGCONT to the process that was stopped)."""
+        if name not in self._paused:
+            return
+        pid, _ = self._paused.pop(name)
+        record = self.store.get(name)
+        if record is not None and record.pid == pid:
+            self.backend.send_signal(pid, signal.SIGCONT)
+            self.store.event(now, name, "resumed", detail=why)
+
+    def resume_due(self, now: float) -> None:
+        """Resume what is due; forget pauses whose process has exited meanwhile."""
+        for name, (pid, until) in list(self._paused.items()):
+            record = self.store.get(name)
+            if record is None or record.pid != pid:
+                del self._paused[name]
+            elif now >= until:
+                self.release(name, now, "pause over")
+
+    def shift(self, by: float) -> None:
+        """The wall clock stepped back ``by`` seconds: keep each pause as long as it had left."""
+        self._paused = {n: (pid, until - by) for n, (pid, until) in self._paused.items()}

@@ -1,0 +1,185 @@
+"""The guard's first action: pause the offline co-runner (SIGSTOP), resume it (SIGCONT) when
+the pause is over; a p99 still over the SLO during or soon after a pause throttles. Also the
+fake node's and the supervisor's side of a pause: stop, restart and agent restart of a
+paused process."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from cotenant.agent.guard import GuardSettings
+from cotenant.agent.state import Status
+from cotenant.policies.colocation.share import DynamicShare
+
+from .harness import OFFLINE, ONLINE, make_agent
+from .test_guard import Node
+
+PAUSING = GuardSettings(pause_s=30.0, hold_s=60.0)
+
+
+def paused(node: Node, name: str = "train") -> bool:
+    record = node.agent.record(name)
+    return record.pid is not None and node.agent.node.paused(record.pid)
+
+
+def test_a_burst_pauses_the_offline_client_which_resumes_unrestarted(tmp_path: Path) -> None:
+    node = Node(tmp_path, PAUSING)
+    pid = node.agent.record("train").pid
+    busy = node.agent.node.gpu(0).utilisation_pct  # online 30 % + offline 60 %
+    node.report(49.0)  # over 95 % of the 50 ms SLO
+    node.run(1.0)
+    assert (node.guard.pauses, node.guard.throttles, node.guard.evictions) == (1, 0, 0)
+    assert paused(node)
+    assert node.agent.node.gpu(0).utilisation_pct == busy - 60.0  # its kernels stopped
+    assert node.agent.node.gpu(0).memory_used_mib == 12000  # it keeps its memory
+    assert node.share.shares[0] == 50  # no floor: the split in force stays
+    assert node.agent.sup.paused() == {"train"}
+    node.run(29.0)
+    assert paused(node)
+    node.run(1.0)
+    assert not paused(node)
+    record = node.agent.record("train")
+    assert (record.status, record.pid, record.applied_pct, record.restarts) == (
+        Status.RUNNING, pid, 50, 0)
+    kinds = node.agent.kinds("train")
+    assert kinds[-2:] == ["paused", "resumed"]
+    assert "exit" not in kinds[kinds.index("paused"):]
+    assert "guard pause" in node.agent.kinds("node")
+
+
+def test_a_p99_still_over_during_the_pause_throttles(tmp_path: Path) -> None:
+    """The pause did not help (the cause is lasting): after the settle time a new report
+    over the SLO raises the floor; the paused client is resumed so that it can act on the
+    SIGTERM, and starts again with the smaller share, not paused."""
+    node = Node(tmp_path, PAUSING)
+    node.report(49.0)
+    node.run(1.0)
+    node.report(49.0)  # within settle_s (10 s) of the pause: its window holds older requests
+    node.run(1.0)
+    assert node.guard.throttles == 0
+    node.run(9.0)
+    node.report(49.0)
+    node.run(1.0)
+    assert (node.guard.pauses, node.guard.throttles) == (1, 1)
+    assert node.train() == (Status.RUNNING, 30)
+    assert not paused(node)
+    assert node.agent.sup.paused() == set()
+    events = node.agent.store.events("train")
+    assert [e.detail for e in events if e.kind == "resumed"] == ["to stop"]
+    assert node.agent.record("train").restarts == 0
+
+
+def test_a_second_burst_soon_after_a_pause_throttles_a_later_one_pauses(
+        tmp_path: Path) -> None:
+    node = Node(tmp_path, PAUSING)
+    node.report(49.0)
+    node.run(31.0)  # paused 30 s, resumed
+    node.report(49.0)  # within hold_s (60 s) after the pause ended: lasting, throttle
+    node.run(1.0)
+    assert (node.guard.pauses, node.guard.throttles) == (1, 1)
+    assert node.train() == (Status.RUNNING, 30)
+    node.run(100.0)  # the floor's hold is over, and so is pause_s + hold_s
+    assert node.train() == (Status.RUNNING, 50)
+    node.report(49.0)
+    node.run(1.0)
+    assert (node.guard.pauses, node.guard.throttles) == (2, 1)
+    assert paused(node)
+
+
+def test_a_paused_client_gets_no_more_sms_while_the_pause_lasts(tmp_path: Path) -> None:
+    """The share policy would give offline more SMs when the online load falls (a restart);
+    not while the guard pauses the client: that would end the pause early."""
+    node = Node(tmp_path, PAUSING, policy=DynamicShare(), slo_ms=200.0)
+    web = node.agent.record("web").pid
+    assert web is not None
+    node.agent.node.set_util(web, 90.0)
+    node.run(70.0)
+    high = node.share.shares[0]
+    node.agent.node.set_util(web, 5.0)
+    node.report(199.0)
+    node.run(1.0)
+    assert paused(node)
+    node.run(28.0)  # the fall is 29 s old: the window (0 s here) lets the policy lower ...
+    assert node.share.shares[0] < high
+    assert paused(node)  # ... but the paused client is not restarted for the gain
+    node.run(2.0)
+    assert not paused(node)
+
+
+def test_stopping_a_paused_workload_lets_it_checkpoint(tmp_path: Path) -> None:
+    """A stopped process holds a SIGTERM until SIGCONT: the supervisor resumes it, so it
+    checkpoints and exits as asked (a requested exit, not a fault)."""
+    agent = make_agent(tmp_path)
+    agent.submit({**OFFLINE, "argv": [*OFFLINE["argv"], "--term-delay-s", "3"]})
+    agent.run(1.0)
+    assert agent.sup.pause("train", agent.clock(), agent.clock() + 600.0)
+    agent.sup.stop("train", agent.clock())
+    agent.run(2.5)
+    assert agent.status("train") is Status.STOPPING  # checkpointing, not held by the pause
+    agent.run(1.0)
+    assert agent.status("train") is Status.STOPPED
+    assert agent.record("train").last_exit is not None
+    assert agent.record("train").last_exit.startswith("requested")
+    assert agent.store.fault_counts() == {}
+
+
+def test_an_agent_restart_resumes_what_the_last_agent_paused(tmp_path: Path) -> None:
+    """Pauses live in memory: a new agent resumes every offline process it adopts, so none
+    stays stopped with no one left to resume it."""
+    agent = make_agent(tmp_path)
+    agent.submit(ONLINE)
+    agent.submit(OFFLINE)
+    agent.run(1.0)
+    pid = agent.record("train").pid
+    assert pid is not None
+    assert agent.sup.pause("train", agent.clock(), agent.clock() + 600.0)
+    assert not agent.sup.pause("web", agent.clock(), agent.clock() + 600.0)  # offline only
+    assert agent.node.paused(pid)
+    agent.restart_agent()
+    agent.run(0.5)
+    assert not agent.node.paused(pid)
+    assert agent.record("train").pid == pid  # adopted, not restarted
+
+
+def test_the_fake_node_pauses_like_linux(tmp_path: Path) -> None:
+    """SIGSTOP: no utilisation, memory kept, the program's clock stands still; SIGTERM waits
+    for SIGCONT; SIGKILL does not."""
+    agent = make_agent(tmp_path)
+    agent.submit({**OFFLINE, "argv": ["fake-workload", "--mem-mib", "100", "--util-pct", "60",
+                                      "--duration-s", "10"]})
+    agent.run(0.5)
+    pid = agent.record("train").pid
+    assert pid is not None
+    node = agent.node
+    agent.run(4.0)  # 4.5 s of its 10 done
+    node.send_signal(pid, signal.SIGSTOP)
+    assert node.gpu(0).utilisation_pct == 0.0
+    assert node.gpu(0).memory_used_mib == 100
+    agent.run(20.0)
+    assert agent.status("train") is Status.RUNNING  # would have ended 15 s ago
+    node.send_signal(pid, signal.SIGCONT)
+    agent.run(5.0)
+    assert agent.status("train") is Status.RUNNING
+    agent.run(1.0)
+    assert agent.status("train") is Status.COMPLETED  # 5.5 s more after the pause
+    agent.submit({**OFFLINE, "name": "b", "argv": ["fake-workload", "--term-delay-s", "2"]})
+    agent.run(0.5)
+    pid = agent.record("b").pid
+    assert pid is not None
+    node.send_signal(pid, signal.SIGSTOP)
+    node.send_signal(pid, signal.SIGTERM)  # while stopped: pending
+    agent.run(10.0)
+    assert node.paused(pid)
+    node.send_signal(pid, signal.SIGCONT)
+    agent.run(1.5)
+    assert node.poll(pid).returncode is None  # checkpointing
+    agent.run(1.0)
+    assert node.poll(pid).returncode == -signal.SIGTERM
+    agent.submit({**OFFLINE, "name": "c"})
+    agent.run(0.5)
+    pid = agent.record("c").pid
+    assert pid is not None
+    node.send_signal(pid, signal.SIGSTOP)
+    node.send_signal(pid, signal.SIGKILL)
+    assert node.poll(pid).returncode == -signal.SIGKILL
