@@ -94,7 +94,7 @@ def run(
         typer.Option(min=0.0, help="the compute guard first pauses an online service's offline "
                      "co-runner (SIGSTOP) this long; a p99 still over the SLO then throttles "
                      "(0: throttle at once)"),
-    ] = 30.0,
+    ] = 10.0,
     interval: Annotated[float, typer.Option(help="seconds between reconcile ticks")] = 1.0,
     ticks: Annotated[int, typer.Option(help="stop after this many ticks (0: until SIGINT)")] = 0,
 ) -> None:
