@@ -5,16 +5,10 @@ The guard acts on a measured p99 (:mod:`cotenant.agent.guard`). A service can pu
 on a Prometheus ``/metrics`` page. A spec's ``latency_metric`` names it
 (:class:`~cotenant.agent.spec.LatencyMetric`); every ``interval_s`` the scraper reads the
 page of each running online service that has one and takes the p99 of the requests served
-*since the previous read*, as Prometheus's ``increase`` and ``histogram_quantile`` would:
-
-* per series (label set) of the histogram's ``_bucket`` samples that match the spec's
-  labels, the increase of each bucket's count; a series whose counts fell restarted, and
-  its increase is its count; a series new since the last read waits for the next;
-* the increases summed per bucket bound, made non-decreasing (a running maximum), and the
-  p99 interpolated linearly within the bucket holding it; in the ``+Inf`` bucket it is the
-  largest finite bound, and with no finite bound there is no p99;
-* a window with fewer than ``min_requests`` requests gives no report (a p99 of a handful of
-  requests says little), nor one with a count that is not a finite number.
+*since the previous read*, as Prometheus's ``increase`` and ``histogram_quantile`` would
+(:mod:`cotenant.agent.histogram`). A window with fewer than ``min_requests`` requests gives
+no report (a p99 of a handful of requests says little), nor one with a count that is not a
+finite number.
 
 Each report says when its window began (when the read before it was started), and the guard
 takes only reports whose window began after its last action on the GPU.
@@ -35,14 +29,13 @@ import http.client
 import math
 import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
-from prometheus_client.parser import text_string_to_metric_families
-
+from cotenant.agent.histogram import Series, histogram_quantile, increase, read_series
 from cotenant.agent.spec import UNIT_MS, LatencyMetric, Role
 from cotenant.agent.state import StateStore, Status
 from cotenant.errors import CotenantError, InputError, check_seconds
@@ -50,7 +43,6 @@ from cotenant.errors import CotenantError, InputError, check_seconds
 Fetch = Callable[[str, float], str]
 P = ParamSpec("P")
 T = TypeVar("T")
-Series = dict[frozenset[tuple[str, str]], dict[float, float]]
 MAX_PAGE_BYTES = 2 * 1024 * 1024
 
 
@@ -103,65 +95,6 @@ def http_get(url: str, timeout_s: float) -> str:
     if len(body) > MAX_PAGE_BYTES:
         raise ValueError(f"page larger than {MAX_PAGE_BYTES} bytes")
     return body.decode("utf-8")
-
-
-def read_series(text: str, metric: LatencyMetric) -> Series:
-    """Per series of ``metric``'s histogram matching its labels (the labels less ``le``), the
-    cumulative count per bucket bound; ``InputError`` when the page has none."""
-    name = metric.histogram + "_bucket"
-    want = dict(metric.labels)
-    out: Series = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name != name or "le" not in sample.labels:
-                continue
-            if any(sample.labels.get(k) != v for k, v in want.items()):
-                continue
-            key = frozenset((k, v) for k, v in sample.labels.items() if k != "le")
-            out.setdefault(key, {})[float(sample.labels["le"])] = float(sample.value)
-    if not any(math.inf in buckets for buckets in out.values()):
-        raise InputError(f"latency histogram {metric.histogram}",
-                         f"no {name}{{le=\"+Inf\"}} series matching {want or 'any labels'}")
-    return out
-
-
-def increase(before: Series, after: Series) -> dict[float, float]:
-    """Per bucket bound, the requests counted between two reads, summed over the series (a
-    series whose counts fell restarted: its increase is its count)."""
-    total: dict[float, float] = {}
-    for key, now in after.items():
-        then = before.get(key)
-        if then is None:
-            continue
-        reset = any(now[b] < then.get(b, 0.0) for b in now)
-        for bound, count in now.items():
-            total[bound] = total.get(bound, 0.0) + (count if reset else count - then.get(bound, 0))
-    return total
-
-
-def histogram_quantile(buckets: Sequence[tuple[float, float]], q: float) -> float | None:
-    """The ``q`` quantile of ``(bound, cumulative count)`` pairs sorted by bound, the last
-    ``+Inf``, as Prometheus computes it; None when empty or with no finite bound."""
-    if len(buckets) < 2 or not math.isinf(buckets[-1][0]):
-        return None
-    counts, top = [], 0.0
-    for _, count in buckets:  # made non-decreasing, as Prometheus does
-        top = max(top, count)
-        counts.append(top)
-    total = counts[-1]
-    if not total > 0:
-        return None
-    rank = q * total
-    lower, below = 0.0, 0.0
-    for (bound, _), count in zip(buckets, counts, strict=True):
-        if count >= rank:
-            if math.isinf(bound):
-                return lower  # the largest finite bound
-            if count == below:
-                return bound
-            return lower + (bound - lower) * (rank - below) / (count - below)
-        lower, below = bound, count
-    return lower
 
 
 @dataclass

@@ -15,15 +15,8 @@ from pathlib import Path
 import pytest
 
 from cotenant.agent.backends import FakeNode, ManualClock
-from cotenant.agent.latency import (
-    INLINE,
-    LatencyReport,
-    LatencyScraper,
-    histogram_quantile,
-    http_get,
-    increase,
-    read_series,
-)
+from cotenant.agent.histogram import histogram_quantile, increase, read_series
+from cotenant.agent.latency import INLINE, LatencyReport, LatencyScraper, http_get
 from cotenant.agent.service import AgentService
 from cotenant.agent.spec import LatencyMetric, WorkloadSpec
 from cotenant.agent.state import Status
