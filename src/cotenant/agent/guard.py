@@ -8,8 +8,8 @@ MuxFlow's second protection level. The share policy sizes the offline share from
   the service's Prometheus latency histogram (:mod:`cotenant.agent.latency`);
 * a report above ``threshold`` x the service's SLO (0.95, the simulator's MuxFlow policy's
   ``guard_threshold``, read from it) on a GPU with a running offline co-runner first
-  *pauses* the GPU's offline clients for ``pause_s`` seconds (SIGSTOP to each process group,
-  then SIGCONT): the SMs are free as soon as the kernels already queued finish, and the
+  *pauses* the GPU's offline clients for ``pause_s`` seconds (SIGSTOP to each of their
+  processes, then SIGCONT): the SMs are free as soon as the kernels already queued finish, and the
   job loses no start-up time, so a burst costs no restart. This is our form of MuxFlow's
   launch throttle (xCUDA delays an offline process's kernel launches), which an MPS share
   alone cannot do to a running client. A lasting rise pays the pause and then the throttle,

@@ -2,13 +2,14 @@
 
 The compute guard pauses an offline client to free its SMs at once without a restart
 (:mod:`cotenant.agent.guard`); the supervisor owns the processes, so it owns this book.
-Signals go to the workload's process group (the backends start each workload in its own
-session), so a launcher's workers pause with it. A pause is recorded against the pid it
+Signals go to every process of the workload (the local backend finds them by a token in
+their environment), so a launcher's workers pause with it. A pause is recorded against the pid it
 stopped: when that process exits (a fault, a kill) the pause is dropped, never applied to
 the process that replaces it. A stopped process holds every signal but SIGKILL until it is
 resumed, so whoever stops a paused workload resumes it first (:meth:`Pauses.release`). The
-book lives in memory; the supervisor resumes every offline process it adopts after an agent
-restart, so none stays stopped with no one left to resume it.
+book lives in memory: an agent that stops resumes what it paused, and one that starts
+resumes every offline process it adopts (the last one may have been killed), so none stays
+stopped with no one left to resume it.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ class Pauses:
         if record is not None and record.pid == pid:
             self.backend.send_signal(pid, signal.SIGCONT)
             self.store.event(now, name, "resumed", detail=why)
+
+    def release_all(self, now: float, why: str) -> None:
+        """Resume every paused workload (the agent is stopping: no one would resume them)."""
+        for name in list(self._paused):
+            self.release(name, now, why)
 
     def resume_due(self, now: float) -> None:
         """Resume what is due; forget pauses whose process has exited meanwhile."""

@@ -126,5 +126,6 @@ class AgentService:
     def close(self) -> None:
         self.latency.close()
         with self._lock:
+            self.supervisor.pauses.release_all(self.clock(), "agent stopping")
             self.store.close()
 

@@ -8,9 +8,12 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+from cotenant.agent.backends import FakeNode, ManualClock
 from cotenant.agent.guard import GuardSettings
+from cotenant.agent.latency import INLINE
+from cotenant.agent.service import AgentService
 from cotenant.agent.state import Status
-from cotenant.policies.colocation.share import DynamicShare
+from cotenant.policies.colocation.share import DynamicShare, FixedShare
 
 from .harness import OFFLINE, ONLINE, make_agent
 from .test_guard import Node
@@ -155,6 +158,7 @@ def test_the_fake_node_pauses_like_linux(tmp_path: Path) -> None:
     agent.run(4.0)  # 4.5 s of its 10 done
     node.send_signal(pid, signal.SIGSTOP)
     assert node.gpu(0).utilisation_pct == 0.0
+    assert node.gpu(0).processes[0].sm_util_pct == 0.0
     assert node.gpu(0).memory_used_mib == 100
     agent.run(20.0)
     assert agent.status("train") is Status.RUNNING  # would have ended 15 s ago
@@ -183,3 +187,52 @@ def test_the_fake_node_pauses_like_linux(tmp_path: Path) -> None:
     node.send_signal(pid, signal.SIGSTOP)
     node.send_signal(pid, signal.SIGKILL)
     assert node.poll(pid).returncode == -signal.SIGKILL
+
+
+def test_a_clock_stepping_back_keeps_what_a_pause_had_left(tmp_path: Path) -> None:
+    """The supervisor keeps the pause's length; the guard forgets its last pause, so the
+    next report over the SLO pauses again rather than throttling."""
+    node = Node(tmp_path, PAUSING)
+    node.report(49.0)
+    node.run(1.0)
+    assert paused(node)
+    node.agent.clock.advance(-3600.0)
+    node.run(28.0)
+    assert paused(node)  # 29 s of its 30 s: not an hour more, not over at once
+    node.run(2.0)  # (the tick that saw the step counts as no time)
+    assert not paused(node)
+    node.report(49.0)
+    node.run(1.0)
+    assert (node.guard.pauses, node.guard.throttles) == (2, 0)
+
+
+def test_an_agent_that_stops_resumes_what_it_paused(tmp_path: Path) -> None:
+    clock = ManualClock(1000.0)
+    fake = FakeNode.build("A100-40GB", 1, clock)
+    service = AgentService(fake, tmp_path, FixedShare(50), clock=clock, executor=INLINE)
+    service.submit(OFFLINE)
+    service.tick()
+    record = service.store.get("train")
+    assert record is not None
+    assert record.pid is not None
+    assert service.supervisor.pause("train", clock(), clock() + 600.0)
+    assert fake.paused(record.pid)
+    service.close()
+    assert not fake.paused(record.pid)
+
+
+def test_an_mps_fault_reaches_a_paused_client_once_it_is_resumed(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.submit({**OFFLINE, "name": "crash", "argv": ["fake-workload", "--crash-at-s", "5"]})
+    agent.submit({**OFFLINE, "name": "train"})
+    agent.run(0.5)
+    pid = agent.record("train").pid
+    assert pid is not None
+    agent.node.send_signal(pid, signal.SIGSTOP)
+    agent.run(20.0)  # the other client's fatal error came meanwhile
+    assert agent.node.poll(pid).returncode is None  # a stopped process sees nothing
+    agent.node.send_signal(pid, signal.SIGCONT)
+    agent.run(0.5)
+    assert agent.node.poll(pid).returncode is None
+    agent.run(1.0)  # FAULT_EXIT_DELAY_S after its resume, not a whole pause later
+    assert agent.node.poll(pid).returncode == 1

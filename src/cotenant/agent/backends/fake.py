@@ -17,7 +17,9 @@ implements all four backend Protocols and enforces what NVML, MIG and MPS would:
 * Faults can be injected: XID events, NVML query errors, daemon deaths.
 * Signals act as on Linux: SIGSTOP pauses a process (it keeps its memory, causes no
   utilisation, and its program's clock stands still), SIGCONT resumes it; a SIGTERM or
-  SIGINT sent to a paused process waits until it is resumed, a SIGKILL does not.
+  SIGINT sent to a paused process waits until it is resumed, a SIGKILL does not; a fault
+  of another MPS client reaches a paused one once it is resumed. (An XID or a daemon death
+  ends a paused process at once, sooner than Linux would let it see the error.)
 
 Processes are :class:`~cotenant.agent.backends.programs.Program` descriptions whose events
 happen on the injected clock; every call first settles the events due by ``clock()``.
@@ -443,6 +445,7 @@ class FakeNode:
         if not proc.mps_client:
             return
         others = [p for p in self._alive(proc.gpu) if p.mps_client]
-        for other in others:
-            other.fault_exit_at = min(other.fault_exit_at, when + FAULT_EXIT_DELAY_S)
+        for other in others:  # a paused one meets the error once resumed (its clock shifts)
+            start = when if other.paused_at is None else other.paused_at
+            other.fault_exit_at = min(other.fault_exit_at, start + FAULT_EXIT_DELAY_S)
         self._gpus[proc.gpu].mps_faulted = bool(others)

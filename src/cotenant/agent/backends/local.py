@@ -1,9 +1,9 @@
 """Real process control and MPS daemon management for a Linux host (used by the nvml backend).
 
 :class:`PopenProcesses` starts workloads with :class:`subprocess.Popen` from an argv *list*
-(``shell=False`` always; a string is refused), each in its own session (signals go to its
-whole process group), with stdout and stderr going to a log file whose last line becomes the
-exit message used to classify failures.
+(``shell=False`` always; a string is refused), each in its own session and with a token in
+its environment that finds all its processes (:mod:`.procfs`), with stdout and stderr going
+to a log file whose last line becomes the exit message used to classify failures.
 
 :class:`MpsControl` drives ``nvidia-cuda-mps-control``, one daemon per GPU: the daemon is started
 with ``CUDA_VISIBLE_DEVICES=<gpu>`` and its own ``CUDA_MPS_PIPE_DIRECTORY`` and
@@ -17,11 +17,15 @@ controller restarts an offline client to change its share.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from cotenant.agent.backends import procfs
 from cotenant.agent.backends.base import DaemonConfig, ProcessStatus, ProcState
 from cotenant.errors import InputError, PermanentError, TemporaryError
 
@@ -52,39 +56,67 @@ def last_line(path: Path) -> str:
 
 
 class PopenProcesses:
-    """Processes of this host, started from argv lists."""
+    """Processes of this host, started from argv lists.
+
+    Each workload gets a token in its environment (:mod:`.procfs`); where ``/proc`` exists,
+    its processes are all those that carry it. A workload runs while any of them does (a
+    shell's child still checkpointing, torchrun's workers after torchrun died), signals go to
+    every one of them, and a pid adopted after an agent restart is the workload's only if it
+    carries a token (else it is another process that reused the pid: the workload is gone).
+    Without ``/proc`` the signals go to the workload's process group instead."""
 
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
         self._procs: dict[int, tuple[subprocess.Popen[bytes], Path]] = {}
+        self._tokens: dict[int, str] = {}  # leader pid -> its workload's token
         self._count = 0
+        self.tracked = procfs.available()
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str], gpu: int) -> int:
         args = check_argv(list(argv) if isinstance(argv, tuple) else argv)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._count += 1
         log = self.log_dir / f"gpu{gpu}-{os.getpid()}-{self._count}.log"
+        token = secrets.token_hex(12)
         try:
             with log.open("ab") as out:
                 proc = subprocess.Popen(
-                    args, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=out,
-                    stderr=subprocess.STDOUT, start_new_session=True, shell=False,
+                    args, env={**os.environ, **env, procfs.TOKEN_VAR: token},
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    start_new_session=True, shell=False,
                 )
         except FileNotFoundError as exc:
             raise PermanentError(f"cannot start {args[0]!r}: not found") from exc
         except PermissionError as exc:
             raise PermanentError(f"cannot start {args[0]!r}: permission denied") from exc
         self._procs[proc.pid] = (proc, log)
+        self._tokens[proc.pid] = token
         return proc.pid
+
+    def _members(self, pid: int) -> list[int]:
+        """The live processes of the workload ``pid`` leads (by its token)."""
+        token = self._tokens.get(pid)
+        if token is None and pid not in self._procs:  # adopted: its own environment says
+            token = procfs.token_of(pid)
+            if token is not None:
+                self._tokens[pid] = token
+        return procfs.members(token) if token is not None else []
 
     def poll(self, pid: int) -> ProcessStatus:
         known = self._procs.get(pid)
         if known is not None:
             proc, log = known
             code = proc.poll()
-            if code is None:
+            if code is None or (self.tracked and self._members(pid)):
                 return ProcessStatus(pid, ProcState.RUNNING)
             return ProcessStatus(pid, ProcState.EXITED, code, last_line(log))
+        if self.tracked:  # started by an earlier agent: ours while its processes live
+            leader = procfs.token_of(pid)
+            if leader is not None and leader == self._tokens.get(pid, leader):
+                self._tokens[pid] = leader
+                return ProcessStatus(pid, ProcState.RUNNING)
+            alive = pid in self._tokens and self._members(pid)
+            return ProcessStatus(pid, ProcState.RUNNING if alive else ProcState.UNKNOWN)
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -94,21 +126,27 @@ class PopenProcesses:
         return ProcessStatus(pid, ProcState.RUNNING)
 
     def send_signal(self, pid: int, signum: int) -> None:
-        """Signal the workload's whole process group: each is started in its own session,
-        so its group holds the processes that use the GPU (torchrun's workers, a shell's
-        children), which a signal to ``pid`` alone could miss (a SIGKILL to torchrun leaves
-        its workers holding GPU memory; a SIGSTOP to it pauses nothing on the GPU). A pid
-        that leads no group of its own gets the signal alone; an exited one gets none."""
+        """Signal every process of the workload ``pid`` leads; a workload with none left is a
+        no-op. A SIGSTOP looks twice, for children started while it was being sent."""
+        if not self.tracked:
+            self._signal_group(pid, signum)
+            return
+        done: set[int] = set()
+        for _ in range(2 if signum == signal.SIGSTOP else 1):
+            for member in set(self._members(pid)) - done:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(member, signum)
+                done.add(member)
+
+    def _signal_group(self, pid: int, signum: int) -> None:
         known = self._procs.get(pid)
         if known is not None and known[0].poll() is not None:
             return  # reaped: the pid may belong to someone else now
-        try:
-            if os.getpgid(pid) == pid:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if os.getpgid(pid) == pid and pid != os.getpgid(0):
                 os.killpg(pid, signum)
             else:
                 os.kill(pid, signum)
-        except ProcessLookupError:
-            return
 
     def pids(self) -> list[int]:
         return [pid for pid, (proc, _) in self._procs.items() if proc.poll() is None]
