@@ -1,6 +1,7 @@
-"""Real processes on this host (no GPU needed): a workload is every process that carries its
-token, so signals reach torchrun-style workers in sessions of their own, the workload runs
-while any of them does, and a pid reused by another process is never taken for it."""
+"""Real processes on this host (no GPU needed): a workload is its leader's process group and
+every process that carries its token, so signals reach torchrun-style workers in sessions of
+their own and a leader that lost its environment; when the leader exits the rest drain
+(SIGTERM, SIGKILL after the grace) before the workload counts as exited."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from cotenant.agent.backends import procfs
-from cotenant.agent.backends.base import ProcState
-from cotenant.agent.backends.local import PopenProcesses
+from cotenant.agent.backends.base import DaemonConfig, ProcState
+from cotenant.agent.backends.local import MpsControl, PopenProcesses
 
 pytestmark = pytest.mark.skipif(not procfs.available(), reason="needs Linux /proc")
 
@@ -31,6 +32,7 @@ def launcher(worker: str, *, new_session: bool, then: str = "time.sleep(60)") ->
 
 
 SLEEPER = "import time; time.sleep(60)"
+STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
 # a worker that checkpoints for 1 s on SIGTERM, then exits
 CHECKPOINTER = ("import signal, sys, time\n"
                 "signal.signal(signal.SIGTERM, lambda *a: (time.sleep(1.0), sys.exit(0)))\n"
@@ -67,20 +69,26 @@ def wait_for(check: Callable[[], bool], timeout_s: float = 10.0) -> bool:
 
 
 @pytest.fixture
-def procs(tmp_path: Path) -> Iterator[PopenProcesses]:
-    backend = PopenProcesses(tmp_path)
+def procs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PopenProcesses]:
+    monkeypatch.delenv(procfs.TOKEN_VAR, raising=False)  # pytest itself run as a workload
+    backend = PopenProcesses(tmp_path, drain_grace_s=1.0)
     yield backend
-    for pid, (proc, _) in backend._procs.items():  # whatever a failing test left behind
+    for pid, child in list(backend._children.items()):  # whatever a failing test left behind
         backend.send_signal(pid, signal.SIGKILL)
-        proc.wait(10)
+        child.popen.wait(10)
 
 
 def start(procs: PopenProcesses, argv: list[str]) -> tuple[int, int]:
     """Spawn ``argv``; (launcher pid, worker pid) once the worker is up."""
     pid = procs.spawn(argv, {}, gpu=0)
-    assert wait_for(lambda: len(procs._members(pid)) == 2)
-    worker = next(p for p in procs._members(pid) if p != pid)
+    token = procs._children[pid].token
+    assert wait_for(lambda: len(procfs.members(token)) == 2)
+    worker = next(p for p in procfs.members(token) if p != pid)
     return pid, worker
+
+
+def exited(procs: PopenProcesses, pid: int) -> bool:
+    return procs.poll(pid).state is ProcState.EXITED
 
 
 def test_pause_resume_and_kill_reach_workers_in_their_own_session(
@@ -92,68 +100,103 @@ def test_pause_resume_and_kill_reach_workers_in_their_own_session(
     procs.send_signal(pid, signal.SIGCONT)
     assert wait_for(lambda: state(pid) != "T" and state(worker) != "T")
     procs.send_signal(pid, signal.SIGKILL)
-    assert wait_for(lambda: procs.poll(pid).state is ProcState.EXITED)
+    assert wait_for(lambda: exited(procs, pid))
     assert state(worker) is None
     assert procs.poll(pid).returncode == -signal.SIGKILL
 
 
+def test_a_leader_that_lost_its_environment_is_still_reached(procs: PopenProcesses) -> None:
+    """``env -i`` (or setproctitle) leaves no token to find: the leader's group still has it."""
+    pid = procs.spawn(["env", "-i", sys.executable, "-c", SLEEPER], {}, gpu=0)
+    assert wait_for(lambda: procfs.token_of(pid) is None and state(pid) == "S")
+    procs.send_signal(pid, signal.SIGSTOP)
+    assert wait_for(lambda: state(pid) == "T")
+    procs.send_signal(pid, signal.SIGKILL)
+    assert wait_for(lambda: exited(procs, pid))
+
+
 def test_a_workload_runs_while_a_worker_still_checkpoints(procs: PopenProcesses) -> None:
     """A shell dies on SIGTERM at once while its child checkpoints: the workload has not
-    exited until the child has (so a restart does not start a second copy beside it)."""
+    exited until the child has (so a restart does not start a second copy beside it), and
+    the shell stays unreaped meanwhile, so its pid and group id cannot be reused."""
     pid, worker = start(procs, launcher(CHECKPOINTER, new_session=False))
     assert wait_for(lambda: catches_sigterm(worker))
     procs.send_signal(pid, signal.SIGTERM)
-    assert wait_for(lambda: state(pid) is None and procs._procs[pid][0].poll() is not None)
+    assert wait_for(lambda: state(pid) is None)  # dead: a zombie (state() says None)
+    assert Path(f"/proc/{pid}").exists()  # ... not yet reaped
     assert state(worker) is not None
     assert procs.poll(pid).state is ProcState.RUNNING
-    assert wait_for(lambda: procs.poll(pid).state is ProcState.EXITED)
+    assert wait_for(lambda: exited(procs, pid))
     assert procs.poll(pid).returncode == -signal.SIGTERM  # the launcher's status
+    assert not Path(f"/proc/{pid}").exists()  # reaped now
 
 
-def test_workers_left_paused_by_a_dead_launcher_can_be_resumed_and_killed(
-        procs: PopenProcesses) -> None:
+def test_what_a_finished_leader_leaves_behind_is_drained(procs: PopenProcesses) -> None:
+    """A job exits 0 and leaves a helper that ignores SIGTERM: SIGKILL after the grace
+    (1 s here), then the workload has completed, not run on for ever."""
+    pid = procs.spawn(launcher(STUBBORN, new_session=True, then="time.sleep(0.5)"), {}, gpu=0)
+    token = procs._children[pid].token
+    assert wait_for(lambda: len(procfs.members(token)) == 2)
+    helper = next(p for p in procfs.members(token) if p != pid)
+    assert wait_for(lambda: procs.poll(pid).state is ProcState.RUNNING and state(pid) is None)
+    assert state(helper) is not None  # SIGTERM'd, ignored
+    assert wait_for(lambda: exited(procs, pid), timeout_s=5.0)
+    assert procs.poll(pid).returncode == 0
+    assert wait_for(lambda: state(helper) is None)
+
+
+def test_workers_left_paused_by_a_dead_launcher_can_be_resumed(procs: PopenProcesses) -> None:
     """The launcher alone is killed (the OOM killer) while the workload is paused: its worker
-    is still the workload's, so the pause can be lifted and a stop reaches it."""
+    is still the workload's, so the pause can be lifted before the drain ends it."""
     pid, worker = start(procs, launcher(SLEEPER, new_session=True))
     procs.send_signal(pid, signal.SIGSTOP)
     assert wait_for(lambda: state(worker) == "T")
     os.kill(pid, signal.SIGKILL)
-    assert wait_for(lambda: procs._procs[pid][0].poll() is not None)
-    assert procs.poll(pid).state is ProcState.RUNNING  # its worker lives on
+    assert wait_for(lambda: state(pid) is None)
     procs.send_signal(pid, signal.SIGCONT)
     assert wait_for(lambda: state(worker) not in (None, "T"))
-    procs.send_signal(pid, signal.SIGKILL)
-    assert wait_for(lambda: procs.poll(pid).state is ProcState.EXITED)
+    assert procs.poll(pid).state is ProcState.RUNNING  # the drain has begun
+    assert wait_for(lambda: exited(procs, pid))
+    assert state(worker) is None
 
 
-def test_an_agent_restart_adopts_its_workloads_and_nothing_else(
+def test_an_agent_restart_adopts_its_workloads_and_signals_nothing_else(
         procs: PopenProcesses, tmp_path: Path) -> None:
     pid, worker = start(procs, launcher(SLEEPER, new_session=True))
     stranger = subprocess.Popen([sys.executable, "-c", SLEEPER], start_new_session=True)
     try:
         again = PopenProcesses(tmp_path / "again")  # a new agent: no memory of either
         assert again.poll(pid).state is ProcState.RUNNING
-        # a pid reused by a process that is not a workload (no token): the workload is gone
-        assert again.poll(stranger.pid).state is ProcState.UNKNOWN
-        again.send_signal(stranger.pid, signal.SIGKILL)
-        assert stranger.poll() is None
-        again.send_signal(pid, signal.SIGKILL)  # reaches the worker too
+        again.send_signal(pid, signal.SIGKILL)  # by its token: the worker too
         assert wait_for(lambda: state(worker) is None)
-        assert wait_for(lambda: again.poll(pid).state is ProcState.UNKNOWN)  # not its child
+        # its leader is the old agent's child: a zombie until that one reaps it
+        assert wait_for(lambda: again.poll(pid).state is ProcState.UNKNOWN)
+        # a live pid without a token (a process started before tokens, or one that reused
+        # the pid) is signalled alone, never its group or anyone else
+        assert again.poll(stranger.pid).state is ProcState.RUNNING
+        again.send_signal(stranger.pid, signal.SIGSTOP)
+        assert wait_for(lambda: state(stranger.pid) == "T")
     finally:
         stranger.kill()
         stranger.wait()
 
 
-def test_tokens_are_whole_items_of_the_environment(tmp_path: Path) -> None:
-    procs = PopenProcesses(tmp_path)
+def test_an_inherited_token_is_never_passed_on(
+        procs: PopenProcesses, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent started inside a workload does not make its workloads, or its MPS daemons,
+    part of that workload."""
+    monkeypatch.setenv(procfs.TOKEN_VAR, "outer")
+    pid = procs.spawn([sys.executable, "-c", SLEEPER], {}, gpu=0)
+    assert wait_for(lambda: procfs.token_of(pid) == procs._children[pid].token)
+    assert procfs.TOKEN_VAR not in MpsControl.env(DaemonConfig(0, Path("p"), Path("l")))
+    procs.send_signal(pid, signal.SIGKILL)
+
+
+def test_tokens_are_whole_items_of_the_environment(procs: PopenProcesses) -> None:
     pid = procs.spawn([sys.executable, "-c", SLEEPER], {"OTHER": "x"}, gpu=0)
-    try:
-        token = procfs.token_of(pid)
-        assert token == procs._tokens[pid]
-        assert procfs.members(token) == [pid]
-        assert procfs.members(token[:-1]) == []  # a prefix is not the token
-        assert os.getpid() not in procfs.members(token)
-    finally:
-        procs.send_signal(pid, signal.SIGKILL)
-        procs._procs[pid][0].wait(10)
+    token = procs._children[pid].token
+    assert wait_for(lambda: procfs.token_of(pid) == token)
+    assert procfs.members(token) == [pid]
+    assert procfs.members(token[:-1]) == []  # a prefix is not the token
+    assert os.getpid() not in procfs.members(token, os.getpgid(0))  # never the agent
+    procs.send_signal(pid, signal.SIGKILL)

@@ -22,7 +22,9 @@ import os
 import secrets
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from cotenant.agent.backends import procfs
@@ -55,22 +57,38 @@ def last_line(path: Path) -> str:
     return lines[-1] if lines else ""
 
 
+@dataclass
+class _Child:
+    popen: subprocess.Popen[bytes]
+    log: Path
+    token: str
+
+
 class PopenProcesses:
     """Processes of this host, started from argv lists.
 
-    Each workload gets a token in its environment (:mod:`.procfs`); where ``/proc`` exists,
-    its processes are all those that carry it. A workload runs while any of them does (a
-    shell's child still checkpointing, torchrun's workers after torchrun died), signals go to
-    every one of them, and a pid adopted after an agent restart is the workload's only if it
-    carries a token (else it is another process that reused the pid: the workload is gone).
-    Without ``/proc`` the signals go to the workload's process group instead."""
+    A workload's processes are its leader's process group together with every process that
+    carries its token (:mod:`.procfs`): the group reaches whatever the leader starts in it,
+    even a process that has lost its environment (``setproctitle`` overwrites it), and the
+    token reaches what left the group (torchrun's workers). Signals go to all of them. When
+    the leader exits, the rest are drained: SIGTERM at once, SIGKILL after ``drain_grace_s``,
+    and only then is the workload reported exited (with the leader's status) and the leader
+    reaped, so its pid, and with it its group id, cannot be reused while any of them lives.
+    A pid adopted after an agent restart is signalled with its token's processes where it
+    carries one, alone where it does not (a process that lost its environment, or one
+    started before tokens). Without ``/proc`` only the leader's group is signalled."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, drain_grace_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.log_dir = log_dir
-        self._procs: dict[int, tuple[subprocess.Popen[bytes], Path]] = {}
-        self._tokens: dict[int, str] = {}  # leader pid -> its workload's token
-        self._count = 0
+        self.drain_grace_s = drain_grace_s
+        self.clock = clock
         self.tracked = procfs.available()
+        self._children: dict[int, _Child] = {}
+        self._finished: dict[int, ProcessStatus] = {}  # reaped leaders: their last status
+        self._adopted: dict[int, str | None] = {}  # pid -> token (None: none readable)
+        self._draining: dict[int, float] = {}  # leader pid -> SIGKILL the rest at this time
+        self._count = 0
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str], gpu: int) -> int:
         args = check_argv(list(argv) if isinstance(argv, tuple) else argv)
@@ -81,7 +99,7 @@ class PopenProcesses:
         try:
             with log.open("ab") as out:
                 proc = subprocess.Popen(
-                    args, env={**os.environ, **env, procfs.TOKEN_VAR: token},
+                    args, env={**procfs.clean_environ(), **env, procfs.TOKEN_VAR: token},
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=True, shell=False,
                 )
@@ -89,67 +107,130 @@ class PopenProcesses:
             raise PermanentError(f"cannot start {args[0]!r}: not found") from exc
         except PermissionError as exc:
             raise PermanentError(f"cannot start {args[0]!r}: permission denied") from exc
-        self._procs[proc.pid] = (proc, log)
-        self._tokens[proc.pid] = token
+        self._children[proc.pid] = _Child(proc, log, token)
+        self._finished.pop(proc.pid, None)
+        self._adopted.pop(proc.pid, None)
         return proc.pid
 
-    def _members(self, pid: int) -> list[int]:
-        """The live processes of the workload ``pid`` leads (by its token)."""
-        token = self._tokens.get(pid)
-        if token is None and pid not in self._procs:  # adopted: its own environment says
-            token = procfs.token_of(pid)
-            if token is not None:
-                self._tokens[pid] = token
-        return procfs.members(token) if token is not None else []
-
     def poll(self, pid: int) -> ProcessStatus:
-        known = self._procs.get(pid)
-        if known is not None:
-            proc, log = known
-            code = proc.poll()
-            if code is None or (self.tracked and self._members(pid)):
-                return ProcessStatus(pid, ProcState.RUNNING)
-            return ProcessStatus(pid, ProcState.EXITED, code, last_line(log))
-        if self.tracked:  # started by an earlier agent: ours while its processes live
-            leader = procfs.token_of(pid)
-            if leader is not None and leader == self._tokens.get(pid, leader):
-                self._tokens[pid] = leader
-                return ProcessStatus(pid, ProcState.RUNNING)
-            alive = pid in self._tokens and self._members(pid)
-            return ProcessStatus(pid, ProcState.RUNNING if alive else ProcState.UNKNOWN)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return ProcessStatus(pid, ProcState.UNKNOWN)
-        except PermissionError:
+        child = self._children.get(pid)
+        if child is None:
+            return self._finished.get(pid) or self._poll_adopted(pid)
+        code = _peek_exit(child.popen)
+        if code is None:
             return ProcessStatus(pid, ProcState.RUNNING)
+        if self._drained(pid, self._members(pid, child.token, group=True)):
+            child.popen.wait()  # reap: from here on the pid is free for others
+            del self._children[pid]
+            self._finished[pid] = ProcessStatus(pid, ProcState.EXITED, code, last_line(child.log))
+            if len(self._finished) > 1024:  # the supervisor reads it once; keep a few
+                del self._finished[next(iter(self._finished))]
+            return self._finished[pid]
         return ProcessStatus(pid, ProcState.RUNNING)
 
-    def send_signal(self, pid: int, signum: int) -> None:
-        """Signal every process of the workload ``pid`` leads; a workload with none left is a
-        no-op. A SIGSTOP looks twice, for children started while it was being sent."""
-        if not self.tracked:
-            self._signal_group(pid, signum)
-            return
-        done: set[int] = set()
-        for _ in range(2 if signum == signal.SIGSTOP else 1):
-            for member in set(self._members(pid)) - done:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(member, signum)
-                done.add(member)
+    def _poll_adopted(self, pid: int) -> ProcessStatus:
+        """A pid started by an earlier agent: running while it lives (or, where it carried a
+        token, while the rest drain); its exit status is lost."""
+        if _alive(pid):
+            if pid not in self._adopted:
+                self._adopted[pid] = procfs.token_of(pid) if self.tracked else None
+            return ProcessStatus(pid, ProcState.RUNNING)
+        token = self._adopted.get(pid)
+        if token is not None and not self._drained(pid, self._members(pid, token, group=False)):
+            return ProcessStatus(pid, ProcState.RUNNING)
+        return ProcessStatus(pid, ProcState.UNKNOWN)
 
-    def _signal_group(self, pid: int, signum: int) -> None:
-        known = self._procs.get(pid)
-        if known is not None and known[0].poll() is not None:
-            return  # reaped: the pid may belong to someone else now
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if os.getpgid(pid) == pid and pid != os.getpgid(0):
+    def _drained(self, pid: int, members: list[int]) -> bool:
+        """The leader ``pid`` has exited: whether its other processes are gone, once they
+        have had SIGTERM and, ``drain_grace_s`` later, SIGKILL."""
+        rest = [m for m in members if m != pid]
+        if not rest:
+            self._draining.pop(pid, None)
+            return True
+        deadline = self._draining.get(pid)
+        if deadline is None:
+            self._draining[pid] = self.clock() + self.drain_grace_s
+            _kill(rest, signal.SIGTERM)
+            return False
+        if self.clock() < deadline:
+            return False
+        _kill(rest, signal.SIGKILL)
+        self._draining.pop(pid, None)
+        return True
+
+    def _members(self, pid: int, token: str, *, group: bool) -> list[int]:
+        return procfs.members(token, pid if group else None) if self.tracked else []
+
+    def send_signal(self, pid: int, signum: int) -> None:
+        """Signal every process of the workload ``pid`` leads (see the class docstring); a
+        workload with none left is a no-op. A SIGSTOP looks again for processes started
+        while it was being sent, a few times."""
+        child = self._children.get(pid)
+        if child is None:
+            self._signal_adopted(pid, signum)
+        elif not self.tracked:  # the group, reserved while the leader is unreaped
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signum)
-            else:
-                os.kill(pid, signum)
+        else:
+            self._signal_members(lambda: self._members(pid, child.token, group=True), signum)
+
+    def _signal_adopted(self, pid: int, signum: int) -> None:
+        if pid in self._finished:
+            return
+        token = self._adopted.get(pid)
+        if token is None:  # no token: the pid alone, while it lives
+            if _alive(pid):
+                _kill([pid], signum)
+            return
+        alive = _alive(pid)  # a live leader reserves its group id
+        self._signal_members(lambda: self._members(pid, token, group=alive), signum)
+
+    @staticmethod
+    def _signal_members(find: Callable[[], list[int]], signum: int) -> None:
+        done: set[int] = set()
+        for _ in range(5 if signum == signal.SIGSTOP else 1):
+            new = set(find()) - done
+            if not new:
+                break
+            _kill(sorted(new), signum)
+            done |= new
 
     def pids(self) -> list[int]:
-        return [pid for pid, (proc, _) in self._procs.items() if proc.poll() is None]
+        return [pid for pid, child in self._children.items() if _peek_exit(child.popen) is None]
+
+
+def _peek_exit(popen: subprocess.Popen[bytes]) -> int | None:
+    """The child's exit status (``subprocess`` convention), without reaping it: its pid (and
+    process group id) stays reserved until :meth:`subprocess.Popen.wait`."""
+    if popen.returncode is not None:
+        return popen.returncode
+    if not hasattr(os, "waitid"):
+        return popen.poll()
+    try:
+        info = os.waitid(os.P_PID, popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return popen.poll()
+    if info is None or info.si_pid == 0:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return procfs.state(pid) not in ("Z", None) if procfs.available() else True
+
+
+def _kill(pids: list[int], signum: int) -> None:
+    me = os.getpid()
+    for pid in pids:
+        if pid != me:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
 
 
 class MpsControl:
@@ -162,7 +243,7 @@ class MpsControl:
     @staticmethod
     def env(config: DaemonConfig) -> dict[str, str]:
         return {
-            **os.environ,
+            **procfs.clean_environ(),
             **config.extra_env,
             "CUDA_VISIBLE_DEVICES": str(config.gpu),
             "CUDA_MPS_PIPE_DIRECTORY": str(config.pipe_dir),

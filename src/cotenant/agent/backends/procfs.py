@@ -6,10 +6,12 @@ per GPU, each in a session of its own (torch elastic starts workers with
 ``start_new_session``), so neither the process group nor the tree below a launcher that has
 died holds them all. What they share is their environment: the agent puts
 ``COTENANT_PROCESS_TOKEN=<token>`` into the workload's environment, children inherit it, and
-:func:`members` finds every live process that carries it, orphans included. A token also
-tells a workload's pid from an unrelated process that reused it after an agent restart
-(:func:`token_of`). Only processes the agent may read (its own user's) are seen; a process
-that wipes its environment on exec is not.
+:func:`members` finds every live process that carries it, orphans included (with the
+leader's process group, which catches what lost its environment). Only processes the agent
+may read (its own user's) show a token; one that execs with a new environment, or rewrites
+it (``setproctitle`` does), shows none. Each call reads ``/proc`` once: milliseconds on a
+node with a few hundred processes, so the backend calls it only to signal a workload and
+while one drains.
 """
 
 from __future__ import annotations
@@ -45,24 +47,45 @@ def token_of(pid: int) -> str | None:
     return None
 
 
-def _state(pid: int) -> str | None:
+def clean_environ() -> dict[str, str]:
+    """The agent's environment less any token it inherited (an agent started from inside a
+    workload must not make its own workloads, or its MPS daemons, part of that one)."""
+    return {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, process group id) of ``pid``; None once it is gone."""
     try:
         text = (PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
-    return text[text.rindex(")") + 2:].split(" ", 1)[0]
+    fields = text[text.rindex(")") + 2:].split(" ", 3)
+    return fields[0], int(fields[2])
 
 
-def members(token: str) -> list[int]:
-    """Every live process (not a zombie) whose environment carries ``token``, never the
-    agent itself."""
+def state(pid: int) -> str | None:
+    """``pid``'s state letter (``Z``: a zombie); None once it is gone."""
+    found = _stat(pid)
+    return found[0] if found is not None else None
+
+
+def members(token: str, group: int | None = None) -> list[int]:
+    """Every live process (not a zombie) whose environment carries ``token``, or that is in
+    process group ``group``; never the agent itself. One pass over ``/proc``."""
     item = f"{TOKEN_VAR}={token}".encode()
     me = os.getpid()
     found = []
     for entry in PROC.iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
-        data = _environ(int(entry.name))
-        if data and item in data.split(b"\0") and _state(int(entry.name)) != "Z":
-            found.append(int(entry.name))
+        pid = int(entry.name)
+        info = _stat(pid)
+        if info is None or info[0] == "Z":
+            continue
+        if info[1] == group:
+            found.append(pid)
+            continue
+        data = _environ(pid)
+        if data and item in data.split(b"\0"):
+            found.append(pid)
     return found
