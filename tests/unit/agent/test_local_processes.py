@@ -33,9 +33,15 @@ def launcher(worker: str, *, new_session: bool, then: str = "time.sleep(60)") ->
 
 SLEEPER = "import time; time.sleep(60)"
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
-# a worker that checkpoints for 1 s on SIGTERM, then exits
-CHECKPOINTER = ("import signal, sys, time\n"
-                "signal.signal(signal.SIGTERM, lambda *a: (time.sleep(1.0), sys.exit(0)))\n"
+# a worker that checkpoints for 1 s on SIGTERM (to $CKPT), then exits; a second SIGTERM
+# kills it mid-checkpoint
+CHECKPOINTER = ("import os, signal, sys, time\n"
+                "def stop(*a):\n"
+                "    signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
+                "    time.sleep(1.0)\n"
+                "    open(os.environ['CKPT'], 'w').write('done')\n"
+                "    sys.exit(0)\n"
+                "signal.signal(signal.SIGTERM, stop)\n"
                 "time.sleep(60)")
 
 
@@ -78,9 +84,10 @@ def procs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PopenProc
         child.popen.wait(10)
 
 
-def start(procs: PopenProcesses, argv: list[str]) -> tuple[int, int]:
+def start(procs: PopenProcesses, argv: list[str],
+          env: dict[str, str] | None = None) -> tuple[int, int]:
     """Spawn ``argv``; (launcher pid, worker pid) once the worker is up."""
-    pid = procs.spawn(argv, {}, gpu=0)
+    pid = procs.spawn(argv, env or {}, gpu=0)
     token = procs._children[pid].token
     assert wait_for(lambda: len(procfs.members(token)) == 2)
     worker = next(p for p in procfs.members(token) if p != pid)
@@ -115,11 +122,13 @@ def test_a_leader_that_lost_its_environment_is_still_reached(procs: PopenProcess
     assert wait_for(lambda: exited(procs, pid))
 
 
-def test_a_workload_runs_while_a_worker_still_checkpoints(procs: PopenProcesses) -> None:
+def test_a_workload_runs_while_a_worker_still_checkpoints(
+        procs: PopenProcesses, tmp_path: Path) -> None:
     """A shell dies on SIGTERM at once while its child checkpoints: the workload has not
     exited until the child has (so a restart does not start a second copy beside it), and
     the shell stays unreaped meanwhile, so its pid and group id cannot be reused."""
-    pid, worker = start(procs, launcher(CHECKPOINTER, new_session=False))
+    pid, worker = start(procs, launcher(CHECKPOINTER, new_session=False),
+                        {"CKPT": str(tmp_path / "ckpt")})
     assert wait_for(lambda: catches_sigterm(worker))
     procs.send_signal(pid, signal.SIGTERM)
     assert wait_for(lambda: state(pid) is None)  # dead: a zombie (state() says None)
@@ -129,6 +138,7 @@ def test_a_workload_runs_while_a_worker_still_checkpoints(procs: PopenProcesses)
     assert wait_for(lambda: exited(procs, pid))
     assert procs.poll(pid).returncode == -signal.SIGTERM  # the launcher's status
     assert not Path(f"/proc/{pid}").exists()  # reaped now
+    assert (tmp_path / "ckpt").read_text() == "done"  # one SIGTERM: its checkpoint finished
 
 
 def test_what_a_finished_leader_leaves_behind_is_drained(procs: PopenProcesses) -> None:

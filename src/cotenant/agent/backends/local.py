@@ -18,6 +18,7 @@ controller restarts an offline client to change its share.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import secrets
 import signal
@@ -71,7 +72,8 @@ class PopenProcesses:
     carries its token (:mod:`.procfs`): the group reaches whatever the leader starts in it,
     even a process that has lost its environment (``setproctitle`` overwrites it), and the
     token reaches what left the group (torchrun's workers). Signals go to all of them. When
-    the leader exits, the rest are drained: SIGTERM at once, SIGKILL after ``drain_grace_s``,
+    the leader exits, the rest are drained: SIGTERM at once (unless they were just sent one),
+    SIGKILL after ``drain_grace_s``,
     and only then is the workload reported exited (with the leader's status) and the leader
     reaped, so its pid, and with it its group id, cannot be reused while any of them lives.
     A pid adopted after an agent restart is signalled with its token's processes where it
@@ -88,6 +90,7 @@ class PopenProcesses:
         self._finished: dict[int, ProcessStatus] = {}  # reaped leaders: their last status
         self._adopted: dict[int, str | None] = {}  # pid -> token (None: none readable)
         self._draining: dict[int, float] = {}  # leader pid -> SIGKILL the rest at this time
+        self._stopped: dict[int, float] = {}  # leader pid -> when it was last sent SIGTERM
         self._count = 0
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str], gpu: int) -> int:
@@ -131,7 +134,7 @@ class PopenProcesses:
     def _poll_adopted(self, pid: int) -> ProcessStatus:
         """A pid started by an earlier agent: running while it lives (or, where it carried a
         token, while the rest drain); its exit status is lost."""
-        if _alive(pid):
+        if procfs.alive(pid):
             if pid not in self._adopted:
                 self._adopted[pid] = procfs.token_of(pid) if self.tracked else None
             return ProcessStatus(pid, ProcState.RUNNING)
@@ -146,16 +149,20 @@ class PopenProcesses:
         rest = [m for m in members if m != pid]
         if not rest:
             self._draining.pop(pid, None)
+            self._stopped.pop(pid, None)
             return True
         deadline = self._draining.get(pid)
         if deadline is None:
-            self._draining[pid] = self.clock() + self.drain_grace_s
-            _kill(rest, signal.SIGTERM)
+            now = self.clock()
+            self._draining[pid] = now + self.drain_grace_s
+            if now - self._stopped.get(pid, -math.inf) > self.drain_grace_s:
+                procfs.kill(rest, signal.SIGTERM)  # not twice: a second one can cut a checkpoint
             return False
         if self.clock() < deadline:
             return False
-        _kill(rest, signal.SIGKILL)
+        procfs.kill(rest, signal.SIGKILL)
         self._draining.pop(pid, None)
+        self._stopped.pop(pid, None)
         return True
 
     def _members(self, pid: int, token: str, *, group: bool) -> list[int]:
@@ -165,6 +172,8 @@ class PopenProcesses:
         """Signal every process of the workload ``pid`` leads (see the class docstring); a
         workload with none left is a no-op. A SIGSTOP looks again for processes started
         while it was being sent, a few times."""
+        if signum in (signal.SIGTERM, signal.SIGINT):
+            self._stopped[pid] = self.clock()
         child = self._children.get(pid)
         if child is None:
             self._signal_adopted(pid, signum)
@@ -179,10 +188,10 @@ class PopenProcesses:
             return
         token = self._adopted.get(pid)
         if token is None:  # no token: the pid alone, while it lives
-            if _alive(pid):
-                _kill([pid], signum)
+            if procfs.alive(pid):
+                procfs.kill([pid], signum)
             return
-        alive = _alive(pid)  # a live leader reserves its group id
+        alive = procfs.alive(pid)  # a live leader reserves its group id
         self._signal_members(lambda: self._members(pid, token, group=alive), signum)
 
     @staticmethod
@@ -192,7 +201,7 @@ class PopenProcesses:
             new = set(find()) - done
             if not new:
                 break
-            _kill(sorted(new), signum)
+            procfs.kill(sorted(new), signum)
             done |= new
 
     def pids(self) -> list[int]:
@@ -213,24 +222,6 @@ def _peek_exit(popen: subprocess.Popen[bytes]) -> int | None:
     if info is None or info.si_pid == 0:
         return None
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return procfs.state(pid) not in ("Z", None) if procfs.available() else True
-
-
-def _kill(pids: list[int], signum: int) -> None:
-    me = os.getpid()
-    for pid in pids:
-        if pid != me:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signum)
 
 
 class MpsControl:

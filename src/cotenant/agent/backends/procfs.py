@@ -16,6 +16,7 @@ while one drains.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -89,3 +90,23 @@ def members(token: str, group: int | None = None) -> list[int]:
         if data and item in data.split(b"\0"):
             found.append(pid)
     return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not a zombie); one of another user's counts."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return state(pid) not in ("Z", None) if available() else True
+
+
+def kill(pids: list[int], signum: int) -> None:
+    """Send ``signum`` to each of ``pids`` that still exists (never to the agent itself)."""
+    me = os.getpid()
+    for pid in pids:
+        if pid != me:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
