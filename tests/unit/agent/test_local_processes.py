@@ -175,7 +175,7 @@ def test_an_agent_restart_adopts_its_workloads_and_signals_nothing_else(
     pid, worker = start(procs, launcher(SLEEPER, new_session=True))
     stranger = subprocess.Popen([sys.executable, "-c", SLEEPER], start_new_session=True)
     try:
-        again = PopenProcesses(tmp_path / "again")  # a new agent: no memory of either
+        again = PopenProcesses(tmp_path)  # a new agent on the same state: no memory of either
         assert again.poll(pid).state is ProcState.RUNNING
         again.send_signal(pid, signal.SIGKILL)  # by its token: the worker too
         assert wait_for(lambda: state(worker) is None)
@@ -186,6 +186,14 @@ def test_an_agent_restart_adopts_its_workloads_and_signals_nothing_else(
         assert again.poll(stranger.pid).state is ProcState.RUNNING
         again.send_signal(stranger.pid, signal.SIGSTOP)
         assert wait_for(lambda: state(stranger.pid) == "T")
+        again._adopted[stranger.pid] = "another"  # as if it had carried another token
+        assert again.poll(stranger.pid).state is ProcState.UNKNOWN  # reused: not it
+        # after a reboot (another boot id in the state) no tokenless pid is anyone's
+        (tmp_path / "boot_id").write_text("some-other-boot\n")
+        rebooted = PopenProcesses(tmp_path)
+        assert rebooted.poll(stranger.pid).state is ProcState.UNKNOWN
+        rebooted.send_signal(stranger.pid, signal.SIGKILL)
+        assert stranger.poll() is None
     finally:
         stranger.kill()
         stranger.wait()
@@ -210,3 +218,18 @@ def test_tokens_are_whole_items_of_the_environment(procs: PopenProcesses) -> Non
     assert procfs.members(token[:-1]) == []  # a prefix is not the token
     assert os.getpid() not in procfs.members(token, os.getpgid(0))  # never the agent
     procs.send_signal(pid, signal.SIGKILL)
+
+
+def test_a_process_name_that_is_not_utf8_is_no_obstacle(procs: PopenProcesses) -> None:
+    """A name cut at 15 bytes inside a UTF-8 character, on any process of the host."""
+    odd = subprocess.Popen([sys.executable, "-c",
+                            "open('/proc/self/comm', 'wb').write(b'trainer-\\xc3\\xa9\\xc3');"
+                            "import time; time.sleep(60)"])
+    try:
+        assert wait_for(lambda: b"\xc3" in Path(f"/proc/{odd.pid}/stat").read_bytes())
+        pid = procs.spawn([sys.executable, "-c", SLEEPER], {}, gpu=0)
+        procs.send_signal(pid, signal.SIGKILL)
+        assert wait_for(lambda: exited(procs, pid))
+    finally:
+        odd.kill()
+        odd.wait()

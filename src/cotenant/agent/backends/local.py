@@ -65,6 +65,9 @@ class _Child:
     token: str
 
 
+_KILL_WAIT_S = 30.0  # after a drain's SIGKILL: the most it waits for the processes to go
+
+
 class PopenProcesses:
     """Processes of this host, started from argv lists.
 
@@ -72,13 +75,18 @@ class PopenProcesses:
     carries its token (:mod:`.procfs`): the group reaches whatever the leader starts in it,
     even a process that has lost its environment (``setproctitle`` overwrites it), and the
     token reaches what left the group (torchrun's workers). Signals go to all of them. When
-    the leader exits, the rest are drained: SIGTERM at once (unless they were just sent one),
-    SIGKILL after ``drain_grace_s``,
-    and only then is the workload reported exited (with the leader's status) and the leader
+    the leader exits, the rest are drained: SIGTERM at once (unless they were just sent
+    one), SIGKILL after ``drain_grace_s``, and only once they are gone (or 30 s after the
+    SIGKILL) is the workload reported exited, with the leader's status, and the leader
     reaped, so its pid, and with it its group id, cannot be reused while any of them lives.
-    A pid adopted after an agent restart is signalled with its token's processes where it
-    carries one, alone where it does not (a process that lost its environment, or one
-    started before tokens). Without ``/proc`` only the leader's group is signalled."""
+
+    A pid from an earlier agent (after an agent restart) is the workload's while it carries
+    the token it had when first seen; one that carries none (it rewrote its environment, or
+    predates tokens) only if the host has not rebooted since this state directory was last
+    used (``boot_id``) and the agent can signal it. It is signalled with its token's
+    processes, or alone; when it dies its status is lost and nothing is drained (the agent
+    cannot tell a leader from a worker it did not start). Without ``/proc`` only the leader's
+    group is signalled."""
 
     def __init__(self, log_dir: Path, drain_grace_s: float = 10.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -86,10 +94,11 @@ class PopenProcesses:
         self.drain_grace_s = drain_grace_s
         self.clock = clock
         self.tracked = procfs.available()
+        self.same_boot = procfs.same_boot(log_dir / "boot_id")
         self._children: dict[int, _Child] = {}
         self._finished: dict[int, ProcessStatus] = {}  # reaped leaders: their last status
         self._adopted: dict[int, str | None] = {}  # pid -> token (None: none readable)
-        self._draining: dict[int, float] = {}  # leader pid -> SIGKILL the rest at this time
+        self._draining: dict[int, tuple[float, bool]] = {}  # leader -> (deadline, killed)
         self._stopped: dict[int, float] = {}  # leader pid -> when it was last sent SIGTERM
         self._count = 0
 
@@ -111,59 +120,68 @@ class PopenProcesses:
         except PermissionError as exc:
             raise PermanentError(f"cannot start {args[0]!r}: permission denied") from exc
         self._children[proc.pid] = _Child(proc, log, token)
-        self._finished.pop(proc.pid, None)
-        self._adopted.pop(proc.pid, None)
+        for book in (self._finished, self._adopted, self._draining, self._stopped):
+            book.pop(proc.pid, None)  # whatever an earlier owner of the pid left
         return proc.pid
 
     def poll(self, pid: int) -> ProcessStatus:
         child = self._children.get(pid)
         if child is None:
             return self._finished.get(pid) or self._poll_adopted(pid)
-        code = _peek_exit(child.popen)
-        if code is None:
+        exited, code = _peek_exit(child.popen)
+        if not exited:
             return ProcessStatus(pid, ProcState.RUNNING)
-        if self._drained(pid, self._members(pid, child.token, group=True)):
+        if not self._drained(pid, self._members(pid, child.token, group=True)):
+            return ProcessStatus(pid, ProcState.RUNNING)
+        if code is not None:
             child.popen.wait()  # reap: from here on the pid is free for others
-            del self._children[pid]
-            self._finished[pid] = ProcessStatus(pid, ProcState.EXITED, code, last_line(child.log))
-            if len(self._finished) > 1024:  # the supervisor reads it once; keep a few
-                del self._finished[next(iter(self._finished))]
-            return self._finished[pid]
-        return ProcessStatus(pid, ProcState.RUNNING)
+        del self._children[pid]
+        self._stopped.pop(pid, None)
+        status = (ProcessStatus(pid, ProcState.EXITED, code, last_line(child.log))
+                  if code is not None else ProcessStatus(pid, ProcState.UNKNOWN))
+        self._finished[pid] = status
+        if len(self._finished) > 1024:  # the supervisor reads it once; keep a few
+            del self._finished[next(iter(self._finished))]
+        return status
 
     def _poll_adopted(self, pid: int) -> ProcessStatus:
-        """A pid started by an earlier agent: running while it lives (or, where it carried a
-        token, while the rest drain); its exit status is lost."""
-        if procfs.alive(pid):
-            if pid not in self._adopted:
-                self._adopted[pid] = procfs.token_of(pid) if self.tracked else None
+        """A pid started by an earlier agent: running while it is still that process."""
+        if self._adopt(pid):
             return ProcessStatus(pid, ProcState.RUNNING)
-        token = self._adopted.get(pid)
-        if token is not None and not self._drained(pid, self._members(pid, token, group=False)):
-            return ProcessStatus(pid, ProcState.RUNNING)
+        self._adopted.pop(pid, None)
         return ProcessStatus(pid, ProcState.UNKNOWN)
+
+    def _adopt(self, pid: int) -> bool:
+        """Whether ``pid`` is (still) the workload process it was (see the class docstring)."""
+        if not self.tracked:
+            return procfs.alive(pid)
+        if procfs.state(pid) in (None, "Z"):
+            return False
+        token = procfs.token_of(pid)
+        if pid in self._adopted:
+            return token == self._adopted[pid]
+        if token is None and not (self.same_boot and procfs.signallable(pid)):
+            return False
+        self._adopted[pid] = token
+        return True
 
     def _drained(self, pid: int, members: list[int]) -> bool:
         """The leader ``pid`` has exited: whether its other processes are gone, once they
         have had SIGTERM and, ``drain_grace_s`` later, SIGKILL."""
         rest = [m for m in members if m != pid]
-        if not rest:
+        now = self.clock()
+        deadline, killed = self._draining.get(pid, (None, False))
+        if not rest or (killed and deadline is not None and now >= deadline):
             self._draining.pop(pid, None)
-            self._stopped.pop(pid, None)
             return True
-        deadline = self._draining.get(pid)
         if deadline is None:
-            now = self.clock()
-            self._draining[pid] = now + self.drain_grace_s
+            self._draining[pid] = (now + self.drain_grace_s, False)
             if now - self._stopped.get(pid, -math.inf) > self.drain_grace_s:
-                procfs.kill(rest, signal.SIGTERM)  # not twice: a second one can cut a checkpoint
-            return False
-        if self.clock() < deadline:
-            return False
-        procfs.kill(rest, signal.SIGKILL)
-        self._draining.pop(pid, None)
-        self._stopped.pop(pid, None)
-        return True
+                procfs.kill(rest, signal.SIGTERM)  # not twice: a second can cut a checkpoint
+        elif now >= deadline and not killed:
+            procfs.kill(rest, signal.SIGKILL)  # gone once the driver lets them go
+            self._draining[pid] = (now + _KILL_WAIT_S, True)
+        return False
 
     def _members(self, pid: int, token: str, *, group: bool) -> list[int]:
         return procfs.members(token, pid if group else None) if self.tracked else []
@@ -172,27 +190,22 @@ class PopenProcesses:
         """Signal every process of the workload ``pid`` leads (see the class docstring); a
         workload with none left is a no-op. A SIGSTOP looks again for processes started
         while it was being sent, a few times."""
-        if signum in (signal.SIGTERM, signal.SIGINT):
-            self._stopped[pid] = self.clock()
         child = self._children.get(pid)
         if child is None:
-            self._signal_adopted(pid, signum)
-        elif not self.tracked:  # the group, reserved while the leader is unreaped
+            if pid not in self._finished and self._adopt(pid):
+                token = self._adopted.get(pid)
+                if token is None:
+                    procfs.kill([pid], signum)
+                else:  # alive: its group id is reserved
+                    self._signal_members(lambda: self._members(pid, token, group=True), signum)
+            return
+        if signum in (signal.SIGTERM, signal.SIGINT):
+            self._stopped[pid] = self.clock()
+        if not self.tracked:  # the group, reserved while the leader is unreaped
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signum)
         else:
             self._signal_members(lambda: self._members(pid, child.token, group=True), signum)
-
-    def _signal_adopted(self, pid: int, signum: int) -> None:
-        if pid in self._finished:
-            return
-        token = self._adopted.get(pid)
-        if token is None:  # no token: the pid alone, while it lives
-            if procfs.alive(pid):
-                procfs.kill([pid], signum)
-            return
-        alive = procfs.alive(pid)  # a live leader reserves its group id
-        self._signal_members(lambda: self._members(pid, token, group=alive), signum)
 
     @staticmethod
     def _signal_members(find: Callable[[], list[int]], signum: int) -> None:
@@ -205,23 +218,27 @@ class PopenProcesses:
             done |= new
 
     def pids(self) -> list[int]:
-        return [pid for pid, child in self._children.items() if _peek_exit(child.popen) is None]
+        """Every workload this backend started that has not been reported exited (one whose
+        leader exited while the rest drain still runs)."""
+        return list(self._children)
 
 
-def _peek_exit(popen: subprocess.Popen[bytes]) -> int | None:
-    """The child's exit status (``subprocess`` convention), without reaping it: its pid (and
+def _peek_exit(popen: subprocess.Popen[bytes]) -> tuple[bool, int | None]:
+    """Whether the child has exited, and its status (``subprocess`` convention; None where
+    something else reaped it and the status is lost), without reaping it: its pid (and
     process group id) stays reserved until :meth:`subprocess.Popen.wait`."""
     if popen.returncode is not None:
-        return popen.returncode
+        return True, popen.returncode
     if not hasattr(os, "waitid"):
-        return popen.poll()
+        code = popen.poll()
+        return code is not None, code
     try:
         info = os.waitid(os.P_PID, popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return popen.poll()
+    except ChildProcessError:  # reaped by someone else: gone, its status with it
+        return True, None
     if info is None or info.si_pid == 0:
-        return None
-    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        return False, None
+    return True, info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
 class MpsControl:

@@ -55,13 +55,14 @@ def clean_environ() -> dict[str, str]:
 
 
 def _stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, process group id) of ``pid``; None once it is gone."""
+    """(state letter, process group id) of ``pid``; None once it is gone. Read as bytes:
+    a process name is any bytes (cut at 15, maybe inside a UTF-8 character)."""
     try:
-        text = (PROC / str(pid) / "stat").read_text()
-    except OSError:
+        data = (PROC / str(pid) / "stat").read_bytes()
+        fields = data[data.rindex(b")") + 2:].split(b" ", 3)
+        return fields[0].decode("ascii", "replace"), int(fields[2])
+    except (OSError, ValueError, IndexError):
         return None
-    fields = text[text.rindex(")") + 2:].split(" ", 3)
-    return fields[0], int(fields[2])
 
 
 def state(pid: int) -> str | None:
@@ -90,6 +91,32 @@ def members(token: str, group: int | None = None) -> list[int]:
         if data and item in data.split(b"\0"):
             found.append(pid)
     return found
+
+
+def same_boot(path: Path) -> bool:
+    """Whether this host has not rebooted since ``path`` was last written (it holds the
+    kernel's boot id; False the first time, or where there is no boot id); writes it now."""
+    try:
+        boot = (PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
+    except OSError:
+        return False
+    try:
+        before = path.read_text().strip()
+    except OSError:
+        before = ""
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(boot + "\n")
+    return before == boot
+
+
+def signallable(pid: int) -> bool:
+    """Whether the agent may signal ``pid`` (it exists, and is its user's, or it is root)."""
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
 
 
 def alive(pid: int) -> bool:
