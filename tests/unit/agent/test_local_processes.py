@@ -5,6 +5,7 @@ their own and a leader that lost its environment; when the leader exits the rest
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -186,13 +187,14 @@ def test_an_agent_restart_adopts_its_workloads_and_signals_nothing_else(
         assert again.poll(stranger.pid).state is ProcState.RUNNING
         again.send_signal(stranger.pid, signal.SIGSTOP)
         assert wait_for(lambda: state(stranger.pid) == "T")
-        again._adopted[stranger.pid] = "another"  # as if it had carried another token
-        assert again.poll(stranger.pid).state is ProcState.UNKNOWN  # reused: not it
-        # after a reboot (another boot id in the state) no tokenless pid is anyone's
-        (tmp_path / "boot_id").write_text("some-other-boot\n")
-        rebooted = PopenProcesses(tmp_path)
-        assert rebooted.poll(stranger.pid).state is ProcState.UNKNOWN
-        rebooted.send_signal(stranger.pid, signal.SIGKILL)
+        # the book says a leader had this pid, but not this process (it started at another
+        # time: the pid was reused, say after a reboot): not the workload, never signalled
+        book = json.loads((tmp_path / "leaders.json").read_text())
+        book[str(stranger.pid)] = {"token": "gone", "start": 1, "boot": "another boot"}
+        (tmp_path / "leaders.json").write_text(json.dumps(book))
+        later = PopenProcesses(tmp_path)
+        assert later.poll(stranger.pid).state is ProcState.UNKNOWN
+        later.send_signal(stranger.pid, signal.SIGKILL)
         assert stranger.poll() is None
     finally:
         stranger.kill()
@@ -233,3 +235,29 @@ def test_a_process_name_that_is_not_utf8_is_no_obstacle(procs: PopenProcesses) -
     finally:
         odd.kill()
         odd.wait()
+
+
+def test_a_leader_that_rewrote_its_environment_is_still_adopted(
+        procs: PopenProcesses, tmp_path: Path) -> None:
+    """After an agent restart the leader is known by its start time, not its environment."""
+    pid = procs.spawn(["sh", "-c", "sleep 0.3; exec env -i sleep 60"], {}, gpu=0)
+    assert wait_for(lambda: procfs.token_of(pid) is None and state(pid) == "S")
+    again = PopenProcesses(tmp_path)
+    assert again.poll(pid).state is ProcState.RUNNING
+    again.send_signal(pid, signal.SIGKILL)  # by its group: it leads one
+    assert wait_for(lambda: state(pid) is None)
+
+
+def test_a_drain_resumes_paused_workers_so_that_they_checkpoint(
+        procs: PopenProcesses, tmp_path: Path) -> None:
+    """Paused, then the launcher alone is killed: the drain's SIGTERM comes with a SIGCONT,
+    so the worker checkpoints instead of waiting, stopped, for the SIGKILL."""
+    pid, worker = start(procs, launcher(CHECKPOINTER, new_session=True),
+                        {"CKPT": str(tmp_path / "ckpt")})
+    assert wait_for(lambda: catches_sigterm(worker))
+    procs.send_signal(pid, signal.SIGSTOP)
+    assert wait_for(lambda: state(worker) == "T")
+    os.kill(pid, signal.SIGKILL)
+    assert wait_for(lambda: state(pid) is None)
+    assert wait_for(lambda: exited(procs, pid))
+    assert (tmp_path / "ckpt").read_text() == "done"

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from cotenant.agent.backends import procfs
 from cotenant.agent.backends.base import DaemonConfig, ProcessStatus, ProcState
+from cotenant.agent.backends.leaders import LeaderBook
 from cotenant.errors import InputError, PermanentError, TemporaryError
 
 MPS_CONTROL = "nvidia-cuda-mps-control"
@@ -75,18 +76,18 @@ class PopenProcesses:
     carries its token (:mod:`.procfs`): the group reaches whatever the leader starts in it,
     even a process that has lost its environment (``setproctitle`` overwrites it), and the
     token reaches what left the group (torchrun's workers). Signals go to all of them. When
-    the leader exits, the rest are drained: SIGTERM at once (unless they were just sent
-    one), SIGKILL after ``drain_grace_s``, and only once they are gone (or 30 s after the
-    SIGKILL) is the workload reported exited, with the leader's status, and the leader
-    reaped, so its pid, and with it its group id, cannot be reused while any of them lives.
+    the leader exits, the rest are drained: SIGTERM and SIGCONT at once (no SIGTERM where
+    they were just sent one; SIGCONT in case they are paused), SIGKILL after
+    ``drain_grace_s``, and only once they are gone (or 30 s after the SIGKILL) is the
+    workload reported exited, with the leader's status, and the leader reaped, so its pid,
+    and with it its group id, cannot be reused while any of them lives.
 
-    A pid from an earlier agent (after an agent restart) is the workload's while it carries
-    the token it had when first seen; one that carries none (it rewrote its environment, or
-    predates tokens) only if the host has not rebooted since this state directory was last
-    used (``boot_id``) and the agent can signal it. It is signalled with its token's
-    processes, or alone; when it dies its status is lost and nothing is drained (the agent
-    cannot tell a leader from a worker it did not start). Without ``/proc`` only the leader's
-    group is signalled."""
+    Every leader is recorded on disk (:mod:`.leaders`), so after an agent restart a pid from
+    the state is taken for its workload only while it is the very process recorded (same
+    start time, same boot); when it is gone, its status is lost and the rest drain by token.
+    A pid this backend never started (an NVML-reported worker the MIG drain stops, or a
+    workload from before the book) is signalled alone and runs while it lives. Without
+    ``/proc`` only the leader's group is signalled."""
 
     def __init__(self, log_dir: Path, drain_grace_s: float = 10.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -94,10 +95,9 @@ class PopenProcesses:
         self.drain_grace_s = drain_grace_s
         self.clock = clock
         self.tracked = procfs.available()
-        self.same_boot = procfs.same_boot(log_dir / "boot_id")
+        self.leaders = LeaderBook(log_dir / "leaders.json")
         self._children: dict[int, _Child] = {}
         self._finished: dict[int, ProcessStatus] = {}  # reaped leaders: their last status
-        self._adopted: dict[int, str | None] = {}  # pid -> token (None: none readable)
         self._draining: dict[int, tuple[float, bool]] = {}  # leader -> (deadline, killed)
         self._stopped: dict[int, float] = {}  # leader pid -> when it was last sent SIGTERM
         self._count = 0
@@ -120,50 +120,48 @@ class PopenProcesses:
         except PermissionError as exc:
             raise PermanentError(f"cannot start {args[0]!r}: permission denied") from exc
         self._children[proc.pid] = _Child(proc, log, token)
-        for book in (self._finished, self._adopted, self._draining, self._stopped):
+        for book in (self._finished, self._draining, self._stopped):
             book.pop(proc.pid, None)  # whatever an earlier owner of the pid left
+        self.leaders.add(proc.pid, token)  # unreaped, so it is still this process
         return proc.pid
 
     def poll(self, pid: int) -> ProcessStatus:
         child = self._children.get(pid)
         if child is None:
-            return self._finished.get(pid) or self._poll_adopted(pid)
+            return self._finished.get(pid) or self._poll_other(pid)
         exited, code = _peek_exit(child.popen)
         if not exited:
             return ProcessStatus(pid, ProcState.RUNNING)
-        if not self._drained(pid, self._members(pid, child.token, group=True)):
+        # a leader reaped elsewhere no longer holds its pid: its group may be someone else's
+        if not self._drained(pid, self._members(pid, child.token, group=code is not None)):
             return ProcessStatus(pid, ProcState.RUNNING)
         if code is not None:
             child.popen.wait()  # reap: from here on the pid is free for others
         del self._children[pid]
-        self._stopped.pop(pid, None)
         status = (ProcessStatus(pid, ProcState.EXITED, code, last_line(child.log))
                   if code is not None else ProcessStatus(pid, ProcState.UNKNOWN))
+        return self._finish(pid, status)
+
+    def _poll_other(self, pid: int) -> ProcessStatus:
+        """A pid this agent did not start: a leader of an earlier agent's (see the book), or
+        any other process, running while it lives."""
+        entry = self.leaders.get(pid)
+        if entry is None:
+            alive = procfs.alive(pid)
+            return ProcessStatus(pid, ProcState.RUNNING if alive else ProcState.UNKNOWN)
+        if self.leaders.is_alive(pid):
+            return ProcessStatus(pid, ProcState.RUNNING)
+        if not self._drained(pid, self._members(pid, entry.token, group=False)):
+            return ProcessStatus(pid, ProcState.RUNNING)
+        return self._finish(pid, ProcessStatus(pid, ProcState.UNKNOWN))
+
+    def _finish(self, pid: int, status: ProcessStatus) -> ProcessStatus:
+        self._stopped.pop(pid, None)
+        self.leaders.remove(pid)
         self._finished[pid] = status
         if len(self._finished) > 1024:  # the supervisor reads it once; keep a few
             del self._finished[next(iter(self._finished))]
         return status
-
-    def _poll_adopted(self, pid: int) -> ProcessStatus:
-        """A pid started by an earlier agent: running while it is still that process."""
-        if self._adopt(pid):
-            return ProcessStatus(pid, ProcState.RUNNING)
-        self._adopted.pop(pid, None)
-        return ProcessStatus(pid, ProcState.UNKNOWN)
-
-    def _adopt(self, pid: int) -> bool:
-        """Whether ``pid`` is (still) the workload process it was (see the class docstring)."""
-        if not self.tracked:
-            return procfs.alive(pid)
-        if procfs.state(pid) in (None, "Z"):
-            return False
-        token = procfs.token_of(pid)
-        if pid in self._adopted:
-            return token == self._adopted[pid]
-        if token is None and not (self.same_boot and procfs.signallable(pid)):
-            return False
-        self._adopted[pid] = token
-        return True
 
     def _drained(self, pid: int, members: list[int]) -> bool:
         """The leader ``pid`` has exited: whether its other processes are gone, once they
@@ -178,6 +176,7 @@ class PopenProcesses:
             self._draining[pid] = (now + self.drain_grace_s, False)
             if now - self._stopped.get(pid, -math.inf) > self.drain_grace_s:
                 procfs.kill(rest, signal.SIGTERM)  # not twice: a second can cut a checkpoint
+            procfs.kill(rest, signal.SIGCONT)  # a paused one would hold the SIGTERM
         elif now >= deadline and not killed:
             procfs.kill(rest, signal.SIGKILL)  # gone once the driver lets them go
             self._draining[pid] = (now + _KILL_WAIT_S, True)
@@ -191,21 +190,19 @@ class PopenProcesses:
         workload with none left is a no-op. A SIGSTOP looks again for processes started
         while it was being sent, a few times."""
         child = self._children.get(pid)
-        if child is None:
-            if pid not in self._finished and self._adopt(pid):
-                token = self._adopted.get(pid)
-                if token is None:
-                    procfs.kill([pid], signum)
-                else:  # alive: its group id is reserved
-                    self._signal_members(lambda: self._members(pid, token, group=True), signum)
-            return
-        if signum in (signal.SIGTERM, signal.SIGINT):
+        entry = self.leaders.get(pid)
+        if signum in (signal.SIGTERM, signal.SIGINT) and (child or entry):
             self._stopped[pid] = self.clock()
-        if not self.tracked:  # the group, reserved while the leader is unreaped
+        if child is not None and not self.tracked:  # the group, reserved while unreaped
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signum)
-        else:
+        elif child is not None:
             self._signal_members(lambda: self._members(pid, child.token, group=True), signum)
+        elif entry is not None:  # an earlier agent's leader, or what it left behind
+            group = self.leaders.is_alive(pid)  # only a live leader reserves its group id
+            self._signal_members(lambda: self._members(pid, entry.token, group=group), signum)
+        elif pid not in self._finished and procfs.alive(pid):
+            procfs.kill([pid], signum)
 
     @staticmethod
     def _signal_members(find: Callable[[], list[int]], signum: int) -> None:

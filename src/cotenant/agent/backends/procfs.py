@@ -54,14 +54,37 @@ def clean_environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, process group id) of ``pid``; None once it is gone. Read as bytes:
-    a process name is any bytes (cut at 15, maybe inside a UTF-8 character)."""
+def _fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the name (the first is the state, field 3);
+    None once it is gone. Read as bytes: a name is any bytes, cut at 15 (maybe inside a
+    UTF-8 character), and may hold spaces or parentheses."""
     try:
         data = (PROC / str(pid) / "stat").read_bytes()
-        fields = data[data.rindex(b")") + 2:].split(b" ", 3)
-        return fields[0].decode("ascii", "replace"), int(fields[2])
-    except (OSError, ValueError, IndexError):
+        return data[data.rindex(b")") + 2:].split()
+    except (OSError, ValueError):
+        return None
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, process group id) of ``pid``; None once it is gone."""
+    fields = _fields(pid)
+    if fields is None or len(fields) < 3 or not fields[2].lstrip(b"-").isdigit():
+        return None
+    return fields[0].decode("ascii", "replace"), int(fields[2])
+
+
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (field 22); None once it is gone."""
+    fields = _fields(pid)
+    ok = fields is not None and len(fields) > 19 and fields[19].isdigit()
+    return int(fields[19]) if ok and fields is not None else None
+
+
+def boot_id() -> str | None:
+    """The kernel's id of this boot (None without ``/proc``)."""
+    try:
+        return (PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
+    except OSError:
         return None
 
 
@@ -91,32 +114,6 @@ def members(token: str, group: int | None = None) -> list[int]:
         if data and item in data.split(b"\0"):
             found.append(pid)
     return found
-
-
-def same_boot(path: Path) -> bool:
-    """Whether this host has not rebooted since ``path`` was last written (it holds the
-    kernel's boot id; False the first time, or where there is no boot id); writes it now."""
-    try:
-        boot = (PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
-    except OSError:
-        return False
-    try:
-        before = path.read_text().strip()
-    except OSError:
-        before = ""
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(boot + "\n")
-    return before == boot
-
-
-def signallable(pid: int) -> bool:
-    """Whether the agent may signal ``pid`` (it exists, and is its user's, or it is root)."""
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
 
 
 def alive(pid: int) -> bool:

@@ -1,0 +1,70 @@
+"""The workload leaders this host's agent started, kept on disk so that a new agent knows them.
+
+After an agent restart the state store still holds each workload's pid, but a pid says
+little: the process may have died and its number gone to another process (after a reboot,
+certainly). So for every leader it spawns, the local backend records here its token, its
+start time (``/proc/<pid>/stat`` field 22, in clock ticks since boot) and the kernel's boot
+id. A pid is then that leader only while all three still hold (the token for finding its
+other processes; the start time and boot id, which no environment rewrite can change, for
+its identity). An entry goes when its leader is reaped. The book is one JSON file, replaced
+whole on each change (write to a temporary file, then rename); a missing or unreadable one
+is an empty book. One agent per state directory, as for the state store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from cotenant.agent.backends import procfs
+
+
+@dataclass(frozen=True)
+class Leader:
+    token: str
+    start: int
+    boot: str
+
+
+class LeaderBook:
+    """``pid -> Leader`` for the leaders spawned from one state directory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._book: dict[int, Leader] = {}
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            self._book = {int(pid): Leader(str(e["token"]), int(e["start"]), str(e["boot"]))
+                          for pid, e in raw.items()}
+
+    def add(self, pid: int, token: str) -> None:
+        start, boot = procfs.start_time(pid), procfs.boot_id()
+        if start is None or boot is None:
+            return  # already gone, or no /proc: nothing to know it by later
+        self._book[pid] = Leader(token, start, boot)
+        self._save()
+
+    def remove(self, pid: int) -> None:
+        if self._book.pop(pid, None) is not None:
+            self._save()
+
+    def get(self, pid: int) -> Leader | None:
+        return self._book.get(pid)
+
+    def is_alive(self, pid: int) -> bool:
+        """Whether ``pid`` is still, and alive, the leader recorded under it."""
+        entry = self._book.get(pid)
+        return (entry is not None and entry.boot == procfs.boot_id()
+                and procfs.start_time(pid) == entry.start
+                and procfs.state(pid) not in (None, "Z"))
+
+    def _save(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            temp = self.path.with_suffix(".tmp")
+            temp.write_text(json.dumps({str(p): asdict(e) for p, e in self._book.items()}),
+                            encoding="utf-8")
+            os.replace(temp, self.path)
