@@ -2,14 +2,14 @@
 
 The compute guard pauses an offline client to free its SMs at once without a restart
 (:mod:`cotenant.agent.guard`); the supervisor owns the processes, so it owns this book.
-Signals go to every process of the workload (the local backend finds them by a token in
-their environment), so a launcher's workers pause with it. A pause is recorded against the pid it
-stopped: when that process exits (a fault, a kill) the pause is dropped, never applied to
-the process that replaces it. A stopped process holds every signal but SIGKILL until it is
-resumed, so whoever stops a paused workload resumes it first (:meth:`Pauses.release`). The
-book lives in memory: an agent that stops resumes what it paused, and one that starts
-resumes every offline process it adopts (the last one may have been killed), so none stays
-stopped with no one left to resume it.
+Signals go to every process of the workload (the local backend finds them by its leader's
+process group and a token in their environment), so a launcher's workers pause with it. A
+pause is recorded against the pid it stopped: when that process exits (a fault, a kill)
+the pause is dropped, never applied to the process that replaces it. A stopped process
+holds every signal but SIGKILL until it is resumed, so whoever stops a paused workload
+resumes it first (:meth:`Pauses.release`). The book lives in memory: an agent that stops
+resumes what it paused, and one that starts resumes every offline process it adopts (the
+last one may have been killed), so none stays stopped with no one left to resume it.
 """
 
 from __future__ import annotations
