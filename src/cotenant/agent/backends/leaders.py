@@ -34,6 +34,7 @@ class LeaderBook:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.boot = procfs.boot_id()  # read once: it cannot change while the agent runs
         self._book: dict[int, Leader] = {}
         with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
             raw = json.loads(path.read_text(encoding="utf-8"))
@@ -41,10 +42,10 @@ class LeaderBook:
                           for pid, e in raw.items()}
 
     def add(self, pid: int, token: str) -> None:
-        start, boot = procfs.start_time(pid), procfs.boot_id()
-        if start is None or boot is None:
+        start = procfs.start_time(pid)
+        if start is None or self.boot is None:
             return  # already gone, or no /proc: nothing to know it by later
-        self._book[pid] = Leader(token, start, boot)
+        self._book[pid] = Leader(token, start, self.boot)
         self._save()
 
     def remove(self, pid: int) -> None:
@@ -55,11 +56,11 @@ class LeaderBook:
         return self._book.get(pid)
 
     def is_alive(self, pid: int) -> bool:
-        """Whether ``pid`` is still, and alive, the leader recorded under it."""
+        """Whether ``pid`` is still, and alive, the leader recorded under it (one read of
+        its ``stat``: it runs every tick for each adopted workload)."""
         entry = self._book.get(pid)
-        return (entry is not None and entry.boot == procfs.boot_id()
-                and procfs.start_time(pid) == entry.start
-                and procfs.state(pid) not in (None, "Z"))
+        return (entry is not None and entry.boot == self.boot
+                and procfs.start_time(pid) == entry.start)
 
     def _save(self) -> None:
         with contextlib.suppress(OSError):

@@ -74,9 +74,11 @@ def _stat(pid: int) -> tuple[str, int] | None:
 
 
 def start_time(pid: int) -> int | None:
-    """When ``pid`` started, in clock ticks since boot (field 22); None once it is gone."""
+    """When ``pid`` started, in clock ticks since boot (field 22); None once it is gone or
+    a zombie."""
     fields = _fields(pid)
-    ok = fields is not None and len(fields) > 19 and fields[19].isdigit()
+    ok = (fields is not None and len(fields) > 19 and fields[19].isdigit()
+          and fields[0] != b"Z")
     return int(fields[19]) if ok and fields is not None else None
 
 
