@@ -9,13 +9,14 @@ MuxFlow's second protection level. The share policy sizes the offline share from
 * a report above ``threshold`` x the service's SLO (0.95, the simulator's MuxFlow policy's
   ``guard_threshold``, read from it) on a GPU with a running offline co-runner first
   *pauses* the GPU's offline clients for ``pause_s`` seconds (SIGSTOP to each of their
-  processes, then SIGCONT): the SMs are free as soon as the kernels already queued finish, and the
-  job loses no start-up time, so a burst costs no restart. This is our form of MuxFlow's
-  launch throttle (xCUDA delays an offline process's kernel launches), which an MPS share
-  alone cannot do to a running client. A lasting rise pays the pause and then the throttle,
-  so the pause is short by default (10 s, the settle time): a bound on that extra cost, not
-  a measured optimum. (The simulator has no pause: with one load per minute, a pause there
-  is always followed by a throttle within the same minute, so it could only cost);
+  processes, or their cgroup frozen, then resumed): the SMs are free as soon as the kernels
+  already queued finish, and the job loses no start-up time, so a burst costs no restart.
+  This is our form of MuxFlow's launch throttle (xCUDA delays an offline process's kernel
+  launches), which an MPS share alone cannot do to a running client. A lasting rise pays
+  the pause and then the throttle, so the pause is short by default (10 s, the settle
+  time): a bound on that extra cost, not a measured optimum. (The simulator has no pause:
+  with one load per minute, a pause there is always followed by a throttle within the same
+  minute, so it could only cost);
 * a report over the threshold during a pause, or within ``hold_s`` after it (the pause did
   not help, or the cause is lasting), *throttles*: the online share's floor rises by
   ``step_pct`` points, held for ``hold_s`` seconds (the share controller applies

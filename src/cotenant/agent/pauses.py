@@ -2,7 +2,8 @@
 
 The compute guard pauses an offline client to free its SMs at once without a restart
 (:mod:`cotenant.agent.guard`); the supervisor owns the processes, so it owns this book.
-Signals go to every process of the workload (the local backend finds them by its leader's
+Signals go to every process of the workload (the local backend freezes the workload's
+cgroup for a SIGSTOP and thaws it for a SIGCONT, or finds its processes by its leader's
 process group and a token in their environment), so a launcher's workers pause with it. A
 pause is recorded against the pid it stopped: when that process exits (a fault, a kill)
 the pause is dropped, never applied to the process that replaces it. A stopped process

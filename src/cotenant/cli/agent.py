@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cotenant.agent.api import AgentServer
-from cotenant.agent.backends import BACKEND_NAMES, open_backend
+from cotenant.agent.backends import BACKEND_NAMES, cgroups, open_backend
 from cotenant.agent.guard import GuardSettings
 from cotenant.agent.service import AgentService
 from cotenant.agent.share import SHARE_POLICIES
@@ -95,6 +95,13 @@ def run(
                      "co-runner (SIGSTOP) this long; a p99 still over the SLO then throttles "
                      "(0: throttle at once)"),
     ] = 10.0,
+    cgroups_: Annotated[
+        str,
+        typer.Option("--cgroups", help="nvml backend: run each workload in a cgroup v2 of its "
+                     "own below this directory, to find, freeze and kill all its processes "
+                     "(auto: cotenant-workloads in the agent's own cgroup, where it may write; "
+                     "off: by process group and environment token only)"),
+    ] = "auto",
     interval: Annotated[float, typer.Option(help="seconds between reconcile ticks")] = 1.0,
     ticks: Annotated[int, typer.Option(help="stop after this many ticks (0: until SIGINT)")] = 0,
 ) -> None:
@@ -109,7 +116,8 @@ def run(
     policy = SHARE_POLICIES.create(share_policy, **kwargs)
     guard = GuardSettings(pause_s=guard_pause_s)
     token = ensure_token(token_file or state_dir / "token")
-    node = open_backend(backend, gpus=gpus, state_dir=state_dir)
+    root = cgroups.open_root(cgroups_) if backend == "nvml" else None
+    node = open_backend(backend, gpus=gpus, state_dir=state_dir, cgroup_root=root)
     service = AgentService(node, state_dir, policy, share_window_s=share_window_s,
                            scrape_interval_s=scrape_interval_s, guard=guard)
     server = AgentServer((host, port), service, token)
@@ -118,6 +126,9 @@ def run(
     typer.echo(f"cotenant agent: {backend} backend, {len(node.gpus())} GPUs, API on "
                f"http://{host}:{server.server_address[1]} (token in "
                f"{token_file or state_dir / 'token'}), state in {state_dir}")
+    if backend == "nvml":
+        typer.echo("cotenant agent: workload processes found by "
+                   + (f"their cgroup below {root}" if root else "process group and token"))
     count = 0
     previous = signal.signal(signal.SIGTERM, _interrupt)  # systemd stops with SIGTERM
     try:

@@ -18,7 +18,8 @@ import pytest
 
 from cotenant.agent.backends import procfs
 from cotenant.agent.backends.base import DaemonConfig, ProcState
-from cotenant.agent.backends.local import MpsControl, PopenProcesses
+from cotenant.agent.backends.local import PopenProcesses
+from cotenant.agent.backends.mpsctl import MpsControl
 
 pytestmark = pytest.mark.skipif(not procfs.available(), reason="needs Linux /proc")
 

@@ -46,14 +46,16 @@ def open_backend(
     gpus: str = "A100-40GB:4",
     state_dir: Path = Path(".cotenant"),
     clock: Callable[[], float] | None = None,
+    cgroup_root: Path | None = None,
 ) -> NodeBackend:
-    """The backend called ``name``: ``fake`` (a node of ``gpus``) or ``nvml`` (this host)."""
+    """The backend called ``name``: ``fake`` (a node of ``gpus``) or ``nvml`` (this host,
+    its workloads in cgroups below ``cgroup_root`` where given: see :mod:`.cgroups`)."""
     if name == "fake":
         model, count = parse_gpus(gpus)
         return FakeNode.build(model, count, clock)
     if name == "nvml":
         module = importlib.import_module("cotenant.agent.backends.nvml")
-        node: NodeBackend = module.NvmlNode(state_dir)
+        node: NodeBackend = module.NvmlNode(state_dir, cgroup_root)
         return node
     raise UnknownNameError("backend", name, BACKEND_NAMES)
 

@@ -6,9 +6,10 @@ certainly). So for every leader it spawns, the local backend records here its to
 start time (``/proc/<pid>/stat`` field 22, in clock ticks since boot) and the kernel's boot
 id. A pid is then that leader only while all three still hold (the token for finding its
 other processes; the start time and boot id, which no environment rewrite can change, for
-its identity). An entry goes when its leader is reaped. The book is one JSON file, replaced
-whole on each change (write to a temporary file, then rename); a missing or unreadable one
-is an empty book. One agent per state directory, as for the state store.
+its identity), and the cgroup it runs in, if any (:mod:`.cgroups`), which finds its
+processes better than the token. An entry goes when its leader is reaped. The book is one
+JSON file, replaced whole on each change (write to a temporary file, then rename); a missing
+or unreadable one is an empty book. One agent per state directory, as for the state store.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ class Leader:
     token: str
     start: int
     boot: str
+    cgroup: str = ""  # none: a book from before cgroups, or a workload spawned without one
+
+    def cgroup_path(self) -> Path | None:
+        return Path(self.cgroup) if self.cgroup else None
 
 
 class LeaderBook:
@@ -38,14 +43,15 @@ class LeaderBook:
         self._book: dict[int, Leader] = {}
         with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
             raw = json.loads(path.read_text(encoding="utf-8"))
-            self._book = {int(pid): Leader(str(e["token"]), int(e["start"]), str(e["boot"]))
+            self._book = {int(pid): Leader(str(e["token"]), int(e["start"]), str(e["boot"]),
+                                           str(e.get("cgroup", "")))
                           for pid, e in raw.items()}
 
-    def add(self, pid: int, token: str) -> None:
+    def add(self, pid: int, token: str, cgroup: Path | None = None) -> None:
         start = procfs.start_time(pid)
         if start is None or self.boot is None:
             return  # already gone, or no /proc: nothing to know it by later
-        self._book[pid] = Leader(token, start, self.boot)
+        self._book[pid] = Leader(token, start, self.boot, str(cgroup) if cgroup else "")
         self._save()
 
     def remove(self, pid: int) -> None:
@@ -54,6 +60,10 @@ class LeaderBook:
 
     def get(self, pid: int) -> Leader | None:
         return self._book.get(pid)
+
+    def cgroups(self) -> set[str]:
+        """The names of the cgroups the book's leaders run in."""
+        return {Path(e.cgroup).name for e in self._book.values() if e.cgroup}
 
     def is_alive(self, pid: int) -> bool:
         """Whether ``pid`` is still, and alive, the leader recorded under it (one read of

@@ -1,18 +1,11 @@
-"""Real process control and MPS daemon management for a Linux host (used by the nvml backend).
+"""Real process control for a Linux host (used by the nvml backend).
 
 :class:`PopenProcesses` starts workloads with :class:`subprocess.Popen` from an argv *list*
-(``shell=False`` always; a string is refused), each in its own session and with a token in
-its environment that finds all its processes (:mod:`.procfs`), with stdout and stderr going
-to a log file whose last line becomes the exit message used to classify failures.
-
-:class:`MpsControl` drives ``nvidia-cuda-mps-control``, one daemon per GPU: the daemon is started
-with ``CUDA_VISIBLE_DEVICES=<gpu>`` and its own ``CUDA_MPS_PIPE_DIRECTORY`` and
-``CUDA_MPS_LOG_DIRECTORY``; defaults are set through the control interface
-(``set_default_active_thread_percentage``, ``set_default_device_pinned_mem_limit``); health is
-``get_server_list`` answering; stop is ``quit``. Real MPS also has
-``set_active_thread_percentage <server PID> <pct>``, which changes the share of an MPS *server*
-for clients that connect afterwards; running clients keep theirs, which is why the share
-controller restarts an offline client to change its share.
+(``shell=False`` always; a string is refused), each in its own session, with a token in its
+environment (:mod:`.procfs`) and, where the agent may make one, in a cgroup v2 of its own
+(:mod:`.cgroups`), which together find all its processes; stdout and stderr go to a log file
+whose last line becomes the exit message used to classify failures. The MPS control daemons
+are :mod:`.mpsctl`'s.
 """
 
 from __future__ import annotations
@@ -21,6 +14,7 @@ import contextlib
 import math
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import time
@@ -28,12 +22,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cotenant.agent.backends import procfs
-from cotenant.agent.backends.base import DaemonConfig, ProcessStatus, ProcState
+from cotenant.agent.backends import cgroups, procfs
+from cotenant.agent.backends.base import ProcessStatus, ProcState
 from cotenant.agent.backends.leaders import LeaderBook
-from cotenant.errors import InputError, PermanentError, TemporaryError
+from cotenant.errors import InputError, PermanentError
 
-MPS_CONTROL = "nvidia-cuda-mps-control"
 _TAIL_BYTES = 4096
 
 
@@ -64,6 +57,7 @@ class _Child:
     popen: subprocess.Popen[bytes]
     log: Path
     token: str
+    cgroup: Path | None
 
 
 _KILL_WAIT_S = 30.0  # after a drain's SIGKILL: the most it waits for the processes to go
@@ -72,10 +66,13 @@ _KILL_WAIT_S = 30.0  # after a drain's SIGKILL: the most it waits for the proces
 class PopenProcesses:
     """Processes of this host, started from argv lists.
 
-    A workload's processes are its leader's process group together with every process that
-    carries its token (:mod:`.procfs`): the group reaches whatever the leader starts in it,
-    even a process that has lost its environment (``setproctitle`` overwrites it), and the
-    token reaches what left the group (torchrun's workers). Signals go to all of them. When
+    Given a ``cgroup_root``, each workload runs in a cgroup v2 of its own below it
+    (:mod:`.cgroups`): its processes are the cgroup's, a pause freezes the cgroup and a
+    SIGKILL kills it whole. Without one, a workload's processes are its leader's process
+    group together with every process that carries its token (:mod:`.procfs`): the group
+    reaches whatever the leader starts in it, even a process that has lost its environment
+    (``setproctitle`` overwrites it), and the token reaches what left the group (torchrun's
+    workers). Signals go to all of them. When
     the leader exits, the rest are drained: SIGTERM and SIGCONT at once (no SIGTERM where
     they were just sent one; SIGCONT in case they are paused), SIGKILL after
     ``drain_grace_s``, and only once they are gone (or 30 s after the SIGKILL) is the
@@ -87,15 +84,21 @@ class PopenProcesses:
     start time, same boot); when it is gone, its status is lost and the rest drain by token.
     A pid this backend never started (an NVML-reported worker the MIG drain stops, or a
     workload from before the book) is signalled alone and runs while it lives. Without
-    ``/proc`` only the leader's group is signalled."""
+    ``/proc`` (and no cgroup) only the leader's group is signalled. The book keeps each
+    leader's cgroup, which is used while it exists whatever ``cgroup_root`` a later agent
+    has."""
 
     def __init__(self, log_dir: Path, drain_grace_s: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 cgroup_root: Path | None = None) -> None:
         self.log_dir = log_dir
         self.drain_grace_s = drain_grace_s
         self.clock = clock
         self.tracked = procfs.available()
+        self.cgroup_root = cgroup_root
         self.leaders = LeaderBook(log_dir / "leaders.json")
+        if cgroup_root is not None:  # what an agent that died left empty
+            cgroups.prune(cgroup_root, self.leaders.cgroups())
         self._children: dict[int, _Child] = {}
         self._finished: dict[int, ProcessStatus] = {}  # reaped leaders: their last status
         self._draining: dict[int, tuple[float, bool]] = {}  # leader -> (deadline, killed)
@@ -108,22 +111,41 @@ class PopenProcesses:
         self._count += 1
         log = self.log_dir / f"gpu{gpu}-{os.getpid()}-{self._count}.log"
         token = secrets.token_hex(12)
+        environ = {**procfs.clean_environ(), **env, procfs.TOKEN_VAR: token}
+        if self.cgroup_root is not None:  # the shell would only say "not found" in the log
+            _check_executable(args[0], environ.get("PATH", os.defpath))
+        cgroup = self._make_cgroup(token)
         try:
             with log.open("ab") as out:
                 proc = subprocess.Popen(
-                    args, env={**procfs.clean_environ(), **env, procfs.TOKEN_VAR: token},
+                    args if cgroup is None else cgroups.join_argv(args, cgroup), env=environ,
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=True, shell=False,
                 )
-        except FileNotFoundError as exc:
-            raise PermanentError(f"cannot start {args[0]!r}: not found") from exc
-        except PermissionError as exc:
-            raise PermanentError(f"cannot start {args[0]!r}: permission denied") from exc
-        self._children[proc.pid] = _Child(proc, log, token)
+        except OSError as exc:
+            if cgroup is not None:
+                cgroups.remove(cgroup)
+            if isinstance(exc, FileNotFoundError | PermissionError):
+                why = "not found" if isinstance(exc, FileNotFoundError) else "permission denied"
+                raise PermanentError(f"cannot start {args[0]!r}: {why}") from exc
+            raise
+        self._children[proc.pid] = _Child(proc, log, token, cgroup)
         for book in (self._finished, self._draining, self._stopped):
             book.pop(proc.pid, None)  # whatever an earlier owner of the pid left
-        self.leaders.add(proc.pid, token)  # unreaped, so it is still this process
+        self.leaders.add(proc.pid, token, cgroup)  # unreaped, so it is still this process
         return proc.pid
+
+    def _make_cgroup(self, token: str) -> Path | None:
+        """A new cgroup for the workload ``token``; None without a root, or where it cannot
+        be made (the workload then runs without one, found by its token)."""
+        if self.cgroup_root is None:
+            return None
+        cgroup = self.cgroup_root / token
+        try:
+            cgroup.mkdir(parents=True)
+        except OSError:
+            return None
+        return cgroup
 
     def poll(self, pid: int) -> ProcessStatus:
         child = self._children.get(pid)
@@ -133,14 +155,15 @@ class PopenProcesses:
         if not exited:
             return ProcessStatus(pid, ProcState.RUNNING)
         # a leader reaped elsewhere no longer holds its pid: its group may be someone else's
-        if not self._drained(pid, self._members(pid, child.token, group=code is not None)):
+        members = self._members(pid, child.token, group=code is not None, cgroup=child.cgroup)
+        if not self._drained(pid, members, child.cgroup):
             return ProcessStatus(pid, ProcState.RUNNING)
         if code is not None:
             child.popen.wait()  # reap: from here on the pid is free for others
         del self._children[pid]
         status = (ProcessStatus(pid, ProcState.EXITED, code, last_line(child.log))
                   if code is not None else ProcessStatus(pid, ProcState.UNKNOWN))
-        return self._finish(pid, status)
+        return self._finish(pid, status, child.cgroup)
 
     def _poll_other(self, pid: int) -> ProcessStatus:
         """A pid this agent did not start: a leader of an earlier agent's (see the book), or
@@ -151,11 +174,15 @@ class PopenProcesses:
             return ProcessStatus(pid, ProcState.RUNNING if alive else ProcState.UNKNOWN)
         if self.leaders.is_alive(pid):
             return ProcessStatus(pid, ProcState.RUNNING)
-        if not self._drained(pid, self._members(pid, entry.token, group=False)):
+        cgroup = entry.cgroup_path()
+        if not self._drained(pid, self._members(pid, entry.token, group=False, cgroup=cgroup),
+                             cgroup):
             return ProcessStatus(pid, ProcState.RUNNING)
-        return self._finish(pid, ProcessStatus(pid, ProcState.UNKNOWN))
+        return self._finish(pid, ProcessStatus(pid, ProcState.UNKNOWN), cgroup)
 
-    def _finish(self, pid: int, status: ProcessStatus) -> ProcessStatus:
+    def _finish(self, pid: int, status: ProcessStatus, cgroup: Path | None) -> ProcessStatus:
+        if cgroup is not None:
+            cgroups.remove(cgroup)  # left in place while something still runs in it
         self._stopped.pop(pid, None)
         self.leaders.remove(pid)
         self._finished[pid] = status
@@ -163,9 +190,10 @@ class PopenProcesses:
             del self._finished[next(iter(self._finished))]
         return status
 
-    def _drained(self, pid: int, members: list[int]) -> bool:
+    def _drained(self, pid: int, members: list[int], cgroup: Path | None) -> bool:
         """The leader ``pid`` has exited: whether its other processes are gone, once they
-        have had SIGTERM and, ``drain_grace_s`` later, SIGKILL."""
+        have had SIGTERM and, ``drain_grace_s`` later, SIGKILL (with a cgroup: thawed, and
+        killed whole)."""
         rest = [m for m in members if m != pid]
         now = self.clock()
         deadline, killed = self._draining.get(pid, (None, False))
@@ -176,13 +204,21 @@ class PopenProcesses:
             self._draining[pid] = (now + self.drain_grace_s, False)
             if now - self._stopped.get(pid, -math.inf) > self.drain_grace_s:
                 procfs.kill(rest, signal.SIGTERM)  # not twice: a second can cut a checkpoint
+            if cgroup is not None:
+                cgroups.freeze(cgroup, False)
             procfs.kill(rest, signal.SIGCONT)  # a paused one would hold the SIGTERM
         elif now >= deadline and not killed:
-            procfs.kill(rest, signal.SIGKILL)  # gone once the driver lets them go
+            if cgroup is None or not cgroups.kill(cgroup):
+                procfs.kill(rest, signal.SIGKILL)  # gone once the driver lets them go
             self._draining[pid] = (now + _KILL_WAIT_S, True)
         return False
 
-    def _members(self, pid: int, token: str, *, group: bool) -> list[int]:
+    def _members(self, pid: int, token: str, *, group: bool, cgroup: Path | None) -> list[int]:
+        """The workload's live processes: its cgroup's where it has one, else by its token
+        (and the leader's group where ``group``)."""
+        found = cgroups.procs(cgroup) if cgroup is not None else None
+        if found is not None:
+            return found
         return procfs.members(token, pid if group else None) if self.tracked else []
 
     def send_signal(self, pid: int, signum: int) -> None:
@@ -193,14 +229,19 @@ class PopenProcesses:
         entry = self.leaders.get(pid)
         if signum in (signal.SIGTERM, signal.SIGINT) and (child or entry):
             self._stopped[pid] = self.clock()
-        if child is not None and not self.tracked:  # the group, reserved while unreaped
-            with contextlib.suppress(ProcessLookupError, PermissionError):
+        cgroup = child.cgroup if child is not None else entry.cgroup_path() if entry else None
+        if cgroup is not None and _cgroup_signal(cgroup, signum):
+            return
+        if child is not None and cgroup is None and not self.tracked:  # the group, reserved
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # while unreaped
                 os.killpg(pid, signum)
         elif child is not None:
-            self._signal_members(lambda: self._members(pid, child.token, group=True), signum)
+            self._signal_members(
+                lambda: self._members(pid, child.token, group=True, cgroup=cgroup), signum)
         elif entry is not None:  # an earlier agent's leader, or what it left behind
             group = self.leaders.is_alive(pid)  # only a live leader reserves its group id
-            self._signal_members(lambda: self._members(pid, entry.token, group=group), signum)
+            self._signal_members(
+                lambda: self._members(pid, entry.token, group=group, cgroup=cgroup), signum)
         elif pid not in self._finished and procfs.alive(pid):
             procfs.kill([pid], signum)
 
@@ -220,6 +261,30 @@ class PopenProcesses:
         return list(self._children)
 
 
+def _cgroup_signal(cgroup: Path, signum: int) -> bool:
+    """Do what ``signum`` asks through the cgroup where it can do it whole: SIGSTOP freezes
+    it, SIGKILL kills it; SIGCONT thaws it, then goes to each process as well (one may have
+    been stopped by a signal). Whether that was all (False: signal each process)."""
+    if signum == signal.SIGSTOP:
+        return cgroups.freeze(cgroup, True)
+    if signum == signal.SIGKILL:
+        return cgroups.kill(cgroup)
+    if signum == signal.SIGCONT:
+        cgroups.freeze(cgroup, False)
+    return False
+
+
+def _check_executable(command: str, path: str) -> None:
+    """A :class:`PermanentError` unless ``command`` is an executable that ``exec`` finds
+    on ``path`` (as :class:`subprocess.Popen` would say when it runs the command itself)."""
+    if shutil.which(command, path=path) is not None:
+        return
+    places = [command] if os.sep in command else [os.path.join(d, command)
+                                                  for d in path.split(os.pathsep) if d]
+    why = "permission denied" if any(os.path.exists(p) for p in places) else "not found"
+    raise PermanentError(f"cannot start {command!r}: {why}")
+
+
 def _peek_exit(popen: subprocess.Popen[bytes]) -> tuple[bool, int | None]:
     """Whether the child has exited, and its status (``subprocess`` convention; None where
     something else reaped it and the status is lost), without reaping it: its pid (and
@@ -236,63 +301,3 @@ def _peek_exit(popen: subprocess.Popen[bytes]) -> tuple[bool, int | None]:
     if info is None or info.si_pid == 0:
         return False, None
     return True, info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-
-
-class MpsControl:
-    """``nvidia-cuda-mps-control`` daemons, one per GPU."""
-
-    def __init__(self, executable: str = MPS_CONTROL, timeout_s: float = 10.0) -> None:
-        self.executable = executable
-        self.timeout_s = timeout_s
-
-    @staticmethod
-    def env(config: DaemonConfig) -> dict[str, str]:
-        return {
-            **procfs.clean_environ(),
-            **config.extra_env,
-            "CUDA_VISIBLE_DEVICES": str(config.gpu),
-            "CUDA_MPS_PIPE_DIRECTORY": str(config.pipe_dir),
-            "CUDA_MPS_LOG_DIRECTORY": str(config.log_dir),
-        }
-
-    def _run(self, config: DaemonConfig, args: list[str], stdin: str | None) -> str:
-        try:
-            done = subprocess.run(
-                [self.executable, *args], input=stdin, env=self.env(config), text=True,
-                capture_output=True, timeout=self.timeout_s, check=False,
-            )
-        except FileNotFoundError as exc:
-            raise PermanentError(f"{self.executable} not found",
-                                 hint="install the CUDA toolkit's MPS binaries") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise TemporaryError(f"{self.executable} {args} timed out", delay_s=5.0) from exc
-        if done.returncode != 0:
-            raise TemporaryError(
-                f"GPU {config.gpu}: {self.executable} {' '.join(args) or stdin!r} failed: "
-                f"{(done.stderr or done.stdout).strip()[:200]}", delay_s=2.0,
-            )
-        return done.stdout
-
-    def start_daemon(self, config: DaemonConfig) -> None:
-        if self.daemon_healthy(config):
-            return
-        config.pipe_dir.mkdir(parents=True, exist_ok=True)
-        config.log_dir.mkdir(parents=True, exist_ok=True)
-        self._run(config, ["-d"], None)
-        self._run(config, [], f"set_default_active_thread_percentage {config.default_thread_pct}\n")
-        if config.default_mem_limit_mib is not None:
-            cmd = f"set_default_device_pinned_mem_limit 0 {config.default_mem_limit_mib}M\n"
-            self._run(config, [], cmd)
-
-    def stop_daemon(self, config: DaemonConfig) -> None:
-        if self.daemon_healthy(config):
-            self._run(config, [], "quit\n")
-
-    def daemon_healthy(self, config: DaemonConfig) -> bool:
-        if not config.pipe_dir.exists():
-            return False
-        try:
-            self._run(config, [], "get_server_list\n")
-        except TemporaryError:
-            return False
-        return True

@@ -35,7 +35,8 @@ from cotenant.agent.backends.base import (
     ProcessStatus,
     XidEvent,
 )
-from cotenant.agent.backends.local import MpsControl, PopenProcesses
+from cotenant.agent.backends.local import PopenProcesses
+from cotenant.agent.backends.mpsctl import MpsControl
 from cotenant.errors import CotenantError, InputError, PermanentError, TemporaryError
 from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigLayout, MigPlacement, MigProfile
@@ -76,12 +77,12 @@ def _load_pynvml() -> Any:
 class NvmlNode:
     """This host's GPUs through NVML; MPS and processes through the local tools."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, cgroup_root: Path | None = None) -> None:
         self._nv = _load_pynvml()
         with self._call("nvmlInit"):
             self._nv.nvmlInit()
         self._mps = MpsControl()
-        self._procs = PopenProcesses(state_dir / "logs")
+        self._procs = PopenProcesses(state_dir / "logs", cgroup_root=cgroup_root)
         self._event_set: Any = None
         self._xids: list[XidEvent] = []
         self._gpm: dict[int, Any] = {}

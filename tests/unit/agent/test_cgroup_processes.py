@@ -1,0 +1,276 @@
+"""Real processes in a cgroup v2 per workload (no GPU needed, but a cgroup v2 the test may
+write: skipped elsewhere). The cgroup finds what the token and the process group cannot (a
+worker in a session of its own that also dropped its environment), freezes a workload whole,
+new forks included, and kills it whole; an agent restart keeps using the recorded cgroup."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cotenant.agent.backends import cgroups, procfs
+from cotenant.agent.backends.base import ProcState
+from cotenant.agent.backends.local import PopenProcesses
+from cotenant.errors import InputError, PermanentError
+
+
+def _test_root() -> Path | None:
+    mount, own = cgroups.mountpoint(), cgroups.own_path()
+    if mount is None or own is None or not procfs.available():
+        return None
+    root = mount / own.lstrip("/") / f"cotenant-test-{secrets.token_hex(4)}"
+    if not cgroups.usable(root):
+        return None
+    return root
+
+
+ROOT = _test_root()
+needs_cgroups = pytest.mark.skipif(ROOT is None, reason="needs a writable cgroup v2")
+
+SLEEPER = "import time; time.sleep(60)"
+# a worker in a session of its own, with an empty environment: no group, no token
+HIDDEN = ("import subprocess, sys, time; "
+          "subprocess.Popen(['env', '-i', sys.executable, '-c', {worker!r}], "
+          "start_new_session=True); {then}")
+COUNTER = ("import sys, time\n"
+           "n = 0\n"
+           "while True:\n"
+           "    n += 1\n"
+           "    open(sys.argv[1], 'w').write(str(n))\n"
+           "    time.sleep(0.02)")
+FORKER = ("import subprocess, time\n"
+          "while True:\n"
+          "    subprocess.Popen(['sleep', '30'])\n"
+          "    time.sleep(0.01)")
+
+
+def hidden(worker: str, then: str = "time.sleep(60)") -> list[str]:
+    return [sys.executable, "-c", HIDDEN.format(worker=worker, then=then)]
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def events(cgroup: Path) -> dict[str, str]:
+    return dict(line.split() for line in (cgroup / "cgroup.events").read_text().splitlines())
+
+
+def frozen(cgroup: Path) -> bool:
+    return events(cgroup).get("frozen") == "1"
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    assert ROOT is not None
+    ROOT.mkdir(parents=True, exist_ok=True)
+    yield ROOT
+    for child in ROOT.iterdir():  # whatever a failing test left behind
+        if child.is_dir():
+            cgroups.kill(child)
+    wait_for(lambda: not any(cgroups.procs(c) for c in ROOT.iterdir() if c.is_dir()))
+    cgroups.remove(ROOT)
+
+
+@pytest.fixture
+def procs(tmp_path: Path, root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PopenProcesses]:
+    monkeypatch.delenv(procfs.TOKEN_VAR, raising=False)
+    backend = PopenProcesses(tmp_path, drain_grace_s=1.0, cgroup_root=root)
+    yield backend
+    for pid, child in list(backend._children.items()):
+        backend.send_signal(pid, signal.SIGKILL)
+        child.popen.wait(10)
+
+
+def cgroup_of(procs: PopenProcesses, pid: int) -> Path:
+    cgroup = procs._children[pid].cgroup
+    assert cgroup is not None
+    return cgroup
+
+
+def members(procs: PopenProcesses, pid: int) -> list[int]:
+    return cgroups.procs(cgroup_of(procs, pid)) or []
+
+
+def exited(procs: PopenProcesses, pid: int) -> bool:
+    return procs.poll(pid).state is not ProcState.RUNNING
+
+
+@needs_cgroups
+def test_a_worker_with_no_group_and_no_token_is_frozen_and_killed(
+        procs: PopenProcesses, tmp_path: Path) -> None:
+    count = tmp_path / "count"
+    pid = procs.spawn(hidden(COUNTER.replace("sys.argv[1]", repr(str(count)))), {}, gpu=0)
+    cgroup = cgroup_of(procs, pid)
+    assert wait_for(lambda: len(members(procs, pid)) == 2 and count.exists())
+    worker = next(p for p in members(procs, pid) if p != pid)
+    assert procfs.token_of(worker) is None  # the token alone would not find it
+    assert worker not in procfs.members(procs._children[pid].token, pid)
+    procs.send_signal(pid, signal.SIGSTOP)
+    assert wait_for(lambda: frozen(cgroup))
+    before = count.read_text()
+    time.sleep(0.3)
+    assert count.read_text() == before  # it does not run while frozen
+    procs.send_signal(pid, signal.SIGCONT)
+    assert wait_for(lambda: not frozen(cgroup) and count.read_text() != before)
+    procs.send_signal(pid, signal.SIGKILL)
+    assert wait_for(lambda: exited(procs, pid))
+    assert procs.poll(pid).returncode == -signal.SIGKILL
+    assert not procfs.alive(worker)
+    assert not cgroup.exists()  # removed once empty
+
+
+@needs_cgroups
+def test_a_freeze_holds_processes_forked_while_it_is_applied(procs: PopenProcesses) -> None:
+    """A process that forks every 10 ms: a SIGSTOP to each member can miss the newest, the
+    freezer cannot."""
+    pid = procs.spawn([sys.executable, "-c", FORKER], {}, gpu=0)
+    cgroup = cgroup_of(procs, pid)
+    assert wait_for(lambda: len(members(procs, pid)) > 5)
+    procs.send_signal(pid, signal.SIGSTOP)
+    assert wait_for(lambda: frozen(cgroup))
+    held = sorted(members(procs, pid))
+    time.sleep(0.3)
+    assert sorted(members(procs, pid)) == held  # no new process while frozen
+    procs.send_signal(pid, signal.SIGKILL)
+    assert wait_for(lambda: exited(procs, pid))
+    assert all(not procfs.alive(p) for p in held)
+
+
+@needs_cgroups
+def test_a_stop_of_a_frozen_workload_lets_it_checkpoint(
+        procs: PopenProcesses, tmp_path: Path) -> None:
+    """The supervisor's stop of a paused client: SIGTERM, then SIGCONT (which thaws)."""
+    ckpt = tmp_path / "ckpt"
+    worker = ("import signal, sys, time\n"
+              "def stop(*a):\n"
+              f"    open({str(ckpt)!r}, 'w').write('done')\n"
+              "    sys.exit(0)\n"
+              "signal.signal(signal.SIGTERM, stop)\n"
+              "time.sleep(60)")
+    pid = procs.spawn([sys.executable, "-c", worker], {}, gpu=0)
+    cgroup = cgroup_of(procs, pid)
+    time.sleep(0.5)  # its handler installed
+    procs.send_signal(pid, signal.SIGSTOP)
+    assert wait_for(lambda: frozen(cgroup))
+    procs.send_signal(pid, signal.SIGTERM)
+    time.sleep(0.2)
+    assert not ckpt.exists()  # held while frozen
+    procs.send_signal(pid, signal.SIGCONT)
+    assert wait_for(lambda: exited(procs, pid))
+    assert procs.poll(pid).returncode == 0
+    assert ckpt.read_text() == "done"
+
+
+@needs_cgroups
+def test_what_a_finished_leader_leaves_in_its_cgroup_is_killed(procs: PopenProcesses) -> None:
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    pid = procs.spawn(hidden(stubborn, then="time.sleep(0.5)"), {}, gpu=0)
+    assert wait_for(lambda: len(members(procs, pid)) == 2)
+    helper = next(p for p in members(procs, pid) if p != pid)
+    assert wait_for(lambda: exited(procs, pid), timeout_s=5.0)
+    assert procs.poll(pid).returncode == 0
+    assert not procfs.alive(helper)
+
+
+@needs_cgroups
+def test_a_restarted_agent_keeps_to_the_recorded_cgroup(
+        procs: PopenProcesses, tmp_path: Path, root: Path) -> None:
+    """Even one run with --cgroups off: the book names the cgroup, and only it finds the
+    hidden worker."""
+    pid = procs.spawn(hidden(SLEEPER), {}, gpu=0)
+    cgroup = cgroup_of(procs, pid)
+    assert wait_for(lambda: len(members(procs, pid)) == 2)
+    worker = next(p for p in members(procs, pid) if p != pid)
+    book = json.loads((tmp_path / "leaders.json").read_text())
+    assert book[str(pid)]["cgroup"] == str(cgroup)
+    again = PopenProcesses(tmp_path)
+    assert again.poll(pid).state is ProcState.RUNNING
+    again.send_signal(pid, signal.SIGSTOP)
+    assert wait_for(lambda: frozen(cgroup))
+    again.send_signal(pid, signal.SIGKILL)
+    assert wait_for(lambda: not procfs.alive(worker))
+    assert wait_for(lambda: again.poll(pid).state is ProcState.UNKNOWN)  # the old agent's child
+    procs._children[pid].popen.wait(10)
+
+
+@needs_cgroups
+def test_a_new_agent_removes_the_empty_cgroups_a_dead_one_left(
+        tmp_path: Path, root: Path) -> None:
+    (root / "left-behind").mkdir()
+    (tmp_path / "leaders.json").write_text(json.dumps(
+        {"1": {"token": "t", "start": 1, "boot": "b", "cgroup": str(root / "in-the-book")}}))
+    (root / "in-the-book").mkdir()
+    PopenProcesses(tmp_path, cgroup_root=root)
+    assert not (root / "left-behind").exists()
+    assert (root / "in-the-book").exists()
+
+
+@needs_cgroups
+def test_a_command_that_is_not_there_fails_at_once_and_leaves_no_cgroup(
+        procs: PopenProcesses, root: Path, tmp_path: Path) -> None:
+    with pytest.raises(PermanentError, match="not found"):
+        procs.spawn(["no-such-command-cotenant"], {}, gpu=0)
+    script = tmp_path / "script"
+    script.write_text("#!/bin/sh\n")
+    with pytest.raises(PermanentError, match="permission denied"):
+        procs.spawn([str(script)], {}, gpu=0)
+    assert [c for c in root.iterdir() if c.is_dir()] == []
+
+
+@needs_cgroups
+def test_the_argv_is_never_read_by_the_shell(procs: PopenProcesses, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    pid = procs.spawn([sys.executable, "-c", "import sys; open(sys.argv[1], 'w').write("
+                       "repr(sys.argv[2:]))", str(out), "$HOME", "a b", "; rm -rf x", "`id`"],
+                      {}, gpu=0)
+    assert wait_for(lambda: exited(procs, pid))
+    assert out.read_text() == repr(["$HOME", "a b", "; rm -rf x", "`id`"])
+
+
+@needs_cgroups
+def test_open_root_takes_auto_off_or_a_usable_path(tmp_path: Path) -> None:
+    assert cgroups.open_root("off") is None
+    assert ROOT is not None
+    default = ROOT.parent / cgroups.DEFAULT_NAME  # an agent's default: leave one that is there
+    there = default.exists()
+    try:
+        assert cgroups.open_root("auto") == default
+    finally:
+        if not there:
+            default.rmdir()
+    with pytest.raises(InputError, match="--cgroups"):
+        cgroups.open_root(str(tmp_path / "not-a-cgroup"))
+
+
+def test_the_mount_and_own_cgroup_are_read_from_proc(tmp_path: Path) -> None:
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(
+        "25 1 0:23 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"
+        "36 25 0:31 / /sys/fs/cgroup/my\\040unified rw,relatime shared:10 - cgroup2 cgroup2 rw\n")
+    assert cgroups.mountpoint(mountinfo) == Path("/sys/fs/cgroup/my unified")
+    mountinfo.write_text("25 1 0:23 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n")
+    assert cgroups.mountpoint(mountinfo) is None
+    own = tmp_path / "cgroup"
+    own.write_text("4:memory:/x\n0::/system.slice/cotenant-agent.service\n")
+    assert cgroups.own_path(own) == "/system.slice/cotenant-agent.service"
+    assert cgroups.own_path(tmp_path / "missing") is None
+    assert cgroups.open_root("off") is None
+    assert not cgroups.usable(tmp_path / "plain")  # not inside a cgroup: not even made
+    assert not os.path.exists(tmp_path / "plain")
+    (tmp_path / "dir").mkdir()
+    assert not cgroups.usable(tmp_path / "dir")  # a plain directory has no cgroup files
+    assert list((tmp_path / "dir").iterdir()) == []  # the probe removed
