@@ -94,11 +94,15 @@ class AgentService:
             return self.supervisor.submit(spec, self.clock()).to_dict()
 
     def report_p99(self, name: str, data: object) -> dict[str, Any]:
-        """An online service's measured p99 (``{"p99_ms": ...}``) for the compute guard."""
+        """An online service's measured p99 (``{"p99_ms": ...}``) for the compute guard,
+        which acts on it at once rather than at the next tick: a pause is a signal, so a
+        pushed report frees the SMs within milliseconds of reaching the agent."""
         if not isinstance(data, dict) or set(data) != {"p99_ms"}:
             raise InputError(f"p99 report for {name!r}", 'body must be {"p99_ms": <number>}')
         with self._lock:
-            gpu = self.guard.report(name, data["p99_ms"], self.clock())
+            now = self.clock()
+            gpu = self.guard.report(name, data["p99_ms"], now)
+            self.guard.tick(now, self.share.shares)
             return {"workload": name, "gpu": gpu, "online_share_pct": self.share.shares.get(gpu)}
 
     def workloads(self) -> list[dict[str, Any]]:

@@ -110,8 +110,9 @@ def test_metrics(client: Client) -> None:
 
 
 def test_p99_reports_reach_the_guard(client: Client) -> None:
-    """A p99 over the SLO, POSTed for the online service, pauses its offline co-runner on
-    the next tick; the guard's actions are in the metrics. Bad reports are 400s."""
+    """A p99 over the SLO, POSTed for the online service, pauses its offline co-runner at
+    once, not at the next tick; the guard's actions are in the metrics. Bad reports are
+    400s."""
     client.call("POST", "/v1/workloads", ONLINE)  # SLO 50 ms
     client.call("POST", "/v1/workloads", OFFLINE)
     client.service.tick()
@@ -120,6 +121,8 @@ def test_p99_reports_reach_the_guard(client: Client) -> None:
     code, body = client.call("POST", "/v1/workloads/web/p99", {"p99_ms": 49.0})
     assert code == 200
     assert json.loads(body) == {"workload": "web", "gpu": 0, "online_share_pct": 70}
+    train = client.service.store.get("train")
+    assert train is not None and train.pid is not None and client.node.paused(train.pid)
     client.service.tick()
     text = client.call("GET", "/metrics")[1].decode()
     assert 'cotenant_guard_actions{action="pause"} 1.0' in text
