@@ -122,7 +122,9 @@ def test_p99_reports_reach_the_guard(client: Client) -> None:
     assert code == 200
     assert json.loads(body) == {"workload": "web", "gpu": 0, "online_share_pct": 70}
     train = client.service.store.get("train")
-    assert train is not None and train.pid is not None and client.node.paused(train.pid)
+    assert train is not None
+    assert train.pid is not None
+    assert client.node.paused(train.pid)
     client.service.tick()
     text = client.call("GET", "/metrics")[1].decode()
     assert 'cotenant_guard_actions{action="pause"} 1.0' in text
