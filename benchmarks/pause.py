@@ -9,6 +9,8 @@ that time on this host; the GPU's part (the kernels already queued finishing) ne
   time from ``send_signal(SIGSTOP)`` until every process of the workload is stopped, for a
   cgroup v2 freeze (where this host has a writable cgroup v2) and for the token scan with a
   SIGSTOP to each process (the fallback).
+* ``spawn``: what the cgroup costs a start: ``spawn`` until it returns (the workload's
+  program runs), through the cgroup trampoline and straight.
 * ``http``: a p99 report over the SLO POSTed to the agent's API (fake backend): the time
   until the reply, which is sent after the guard has paused the co-runner.
 
@@ -117,6 +119,25 @@ def bench_signal(workers: int, crowd: int, repeats: int, root: Path | None) -> d
     return out
 
 
+def bench_spawn(repeats: int, root: Path | None) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for mode, where in (("cgroup", root), ("plain", None)):
+        if mode == "cgroup" and where is None:
+            out[mode] = "no writable cgroup v2 here"
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            procs = PopenProcesses(Path(tmp), cgroup_root=where)
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                pid = procs.spawn(["sleep", "600"], {}, gpu=0)
+                times.append(time.perf_counter() - start)
+                procs.send_signal(pid, signal.SIGKILL)
+                spin(lambda: procs.poll(pid).state.name != "RUNNING", 60.0)  # noqa: B023
+        out[mode] = summary(times)
+    return out
+
+
 def bench_http(repeats: int) -> dict[str, object]:
     clock = ManualClock(1000.0)
     node = FakeNode.build("A100-40GB", 1, clock)
@@ -174,6 +195,7 @@ def main() -> None:
                        f"Linux {platform.release()}, Python {platform.python_version()}",
             "signal": [bench_signal(args.workers, crowd, args.repeats, root)
                        for crowd in args.crowd],
+            "spawn": bench_spawn(args.repeats, root),
             "http": bench_http(args.repeats),
         }
     finally:

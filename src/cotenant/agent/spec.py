@@ -162,6 +162,9 @@ def _env(value: object, where: str) -> tuple[tuple[str, str], ...]:
             raise InputError(f"{where}.env", "keys and values must be strings")
         if key.startswith(_RESERVED_ENV):
             raise InputError(f"{where}.env.{key}", "is set by the agent (MPS limits, GPU)")
+        if not key or "=" in key or "\0" in key or "\0" in item:
+            raise InputError(f"{where}.env.{key!r}", "a name must be non-empty without '=' "
+                             "or NUL, and a value without NUL (exec cannot pass them)")
     return tuple(sorted(value.items()))
 
 

@@ -19,7 +19,7 @@ import pytest
 from cotenant.agent.backends import cgroups, procfs
 from cotenant.agent.backends.base import ProcState
 from cotenant.agent.backends.local import PopenProcesses
-from cotenant.errors import InputError, PermanentError
+from cotenant.errors import InputError, PermanentError, TemporaryError
 
 
 def _test_root() -> Path | None:
@@ -29,6 +29,7 @@ def _test_root() -> Path | None:
     root = mount / own.lstrip("/") / f"cotenant-test-{secrets.token_hex(4)}"
     if not cgroups.usable(root):
         return None
+    root.rmdir()  # made by the fixture, for the tests that run
     return root
 
 
@@ -176,6 +177,40 @@ def test_a_stop_of_a_frozen_workload_lets_it_checkpoint(
 
 
 @needs_cgroups
+def test_a_drain_thaws_a_frozen_workload_so_that_it_checkpoints(
+        procs: PopenProcesses, tmp_path: Path) -> None:
+    """Frozen, then the launcher alone is killed (the OOM killer): the drain's SIGTERM
+    comes with a thaw, so the worker checkpoints instead of waiting for the SIGKILL."""
+    ckpt = tmp_path / "ckpt"
+    worker = ("import signal, sys, time\n"
+              "def stop(*a):\n"
+              f"    open({str(ckpt)!r}, 'w').write('done')\n"
+              "    sys.exit(0)\n"
+              "signal.signal(signal.SIGTERM, stop)\n"
+              "time.sleep(60)")
+    pid = procs.spawn(hidden(worker), {}, gpu=0)
+    cgroup = cgroup_of(procs, pid)
+    assert wait_for(lambda: len(members(procs, pid)) == 2)
+    time.sleep(0.5)  # its handler installed
+    procs.send_signal(pid, signal.SIGSTOP)
+    assert wait_for(lambda: frozen(cgroup))
+    os.kill(pid, signal.SIGKILL)
+    assert wait_for(lambda: exited(procs, pid))
+    assert ckpt.read_text() == "done"
+
+
+@needs_cgroups
+def test_a_resume_also_reaches_a_process_stopped_by_a_signal(procs: PopenProcesses) -> None:
+    pid = procs.spawn(hidden(SLEEPER), {}, gpu=0)
+    assert wait_for(lambda: len(members(procs, pid)) == 2)
+    worker = next(p for p in members(procs, pid) if p != pid)
+    os.kill(worker, signal.SIGSTOP)
+    assert wait_for(lambda: procfs.state(worker) == "T")
+    procs.send_signal(pid, signal.SIGCONT)
+    assert wait_for(lambda: procfs.state(worker) not in ("T", None))
+
+
+@needs_cgroups
 def test_what_a_finished_leader_leaves_in_its_cgroup_is_killed(procs: PopenProcesses) -> None:
     stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
     pid = procs.spawn(hidden(stubborn, then="time.sleep(0.5)"), {}, gpu=0)
@@ -208,37 +243,114 @@ def test_a_restarted_agent_keeps_to_the_recorded_cgroup(
 
 
 @needs_cgroups
-def test_a_new_agent_removes_the_empty_cgroups_a_dead_one_left(
+def test_a_new_agent_thaws_and_tidies_only_its_own_cgroups(
         tmp_path: Path, root: Path) -> None:
-    (root / "left-behind").mkdir()
+    """An agent that died may have left a workload frozen, and empty cgroups: the next one
+    thaws every workload cgroup, removes the empty ones it does not know and the probes,
+    and touches nothing else below the root."""
+    left, kept, busy = "a" * 24, "b" * 24, "c" * 24
+    for name in (left, kept, busy, "reserved", "probe-1234"):
+        (root / name).mkdir()
     (tmp_path / "leaders.json").write_text(json.dumps(
-        {"1": {"token": "t", "start": 1, "boot": "b", "cgroup": str(root / "in-the-book")}}))
-    (root / "in-the-book").mkdir()
-    PopenProcesses(tmp_path, cgroup_root=root)
-    assert not (root / "left-behind").exists()
-    assert (root / "in-the-book").exists()
+        {"1": {"token": kept, "start": 1, "boot": "b", "cgroup": str(root / kept)}}))
+    sleeper = cgroups.popen([sys.executable, "-c", SLEEPER], dict(os.environ), root / busy)
+    try:
+        assert cgroups.freeze(root / busy, True)
+        assert wait_for(lambda: frozen(root / busy))
+        PopenProcesses(tmp_path, cgroup_root=root)
+        assert sorted(c.name for c in root.iterdir() if c.is_dir()) == sorted(
+            [kept, busy, "reserved"])
+        assert wait_for(lambda: not frozen(root / busy))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
 
 
 @needs_cgroups
-def test_a_command_that_is_not_there_fails_at_once_and_leaves_no_cgroup(
-        procs: PopenProcesses, root: Path, tmp_path: Path) -> None:
+def test_a_cgroup_from_the_book_must_be_a_workload_cgroup(
+        procs: PopenProcesses, tmp_path: Path) -> None:
+    """The book is a file: a path in it that is not a workload cgroup below the mount is
+    never written to (nor walked, nor removed)."""
+    plain = tmp_path / ("d" * 24)
+    (plain / "inner").mkdir(parents=True)
+    pid = procs.spawn([sys.executable, "-c", SLEEPER], {}, gpu=0)
+    book = json.loads((tmp_path / "leaders.json").read_text())
+    book[str(pid)]["cgroup"] = str(plain)
+    (tmp_path / "leaders.json").write_text(json.dumps(book))
+    again = PopenProcesses(tmp_path)
+    again.send_signal(pid, signal.SIGSTOP)  # by its group and token instead
+    assert wait_for(lambda: procfs.state(pid) == "T")
+    again.send_signal(pid, signal.SIGKILL)
+    assert wait_for(lambda: procfs.state(pid) in (None, "Z"))
+    assert sorted(p.name for p in plain.iterdir()) == ["inner"]  # no cgroup.* files made
+
+
+@needs_cgroups
+def test_a_start_that_fails_says_why_and_leaves_no_cgroup(
+        procs: PopenProcesses, root: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """As Popen would say it: the exec's error comes back from the trampoline."""
     with pytest.raises(PermanentError, match="not found"):
         procs.spawn(["no-such-command-cotenant"], {}, gpu=0)
     script = tmp_path / "script"
     script.write_text("#!/bin/sh\n")
     with pytest.raises(PermanentError, match="permission denied"):
         procs.spawn([str(script)], {}, gpu=0)
+    script.write_text("echo no shebang\n")
+    script.chmod(0o755)
+    with pytest.raises(PermanentError, match="not a program"):
+        procs.spawn([str(script)], {}, gpu=0)
+    monkeypatch.setattr(cgroups.subprocess, "Popen", _refuse)
+    with pytest.raises(ValueError, match="refused"):
+        procs.spawn([sys.executable, "-c", SLEEPER], {}, gpu=0)
     assert [c for c in root.iterdir() if c.is_dir()] == []
+
+
+def _refuse(*args: object, **kwargs: object) -> None:
+    raise ValueError("refused")
+
+
+@needs_cgroups
+def test_a_cgroup_that_cannot_be_joined_defers_the_start(tmp_path: Path) -> None:
+    with pytest.raises(TemporaryError, match="cannot join cgroup"):
+        cgroups.popen([sys.executable, "-c", ""], {}, tmp_path / "gone")
+
+
+@needs_cgroups
+def test_a_signal_right_after_the_start_is_not_lost(procs: PopenProcesses) -> None:
+    """In its first milliseconds the leader has not joined its cgroup yet (an empty one)."""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        for _ in range(5):
+            pid = procs.spawn([sys.executable, "-c", SLEEPER], {}, gpu=0)
+            procs.send_signal(pid, signum)
+            assert wait_for(lambda: exited(procs, pid), timeout_s=5.0)  # noqa: B023
+
+
+@needs_cgroups
+def test_the_environment_reaches_the_workload_byte_for_byte(procs: PopenProcesses) -> None:
+    """Names a shell would drop or reset, and a PYTHONHOME that would break a Python
+    trampoline run in it."""
+    env = {"spring.profiles.active": "x=1", "HYDRA-X": "y", "IFS": ":", "PWD": "/nowhere",
+           "PYTHONHOME": "/nonexistent", "UNICODE": "\u00e9\u4e2d"}
+    pid = procs.spawn(["env"], env, gpu=0)
+    log = procs._children[pid].log
+    assert wait_for(lambda: exited(procs, pid))
+    assert procs.poll(pid).returncode == 0
+    seen = dict(line.split("=", 1) for line in log.read_text().splitlines())
+    assert {k: seen.get(k) for k in env} == env
 
 
 @needs_cgroups
 def test_the_argv_is_never_read_by_the_shell(procs: PopenProcesses, tmp_path: Path) -> None:
     out = tmp_path / "out"
     pid = procs.spawn([sys.executable, "-c", "import sys; open(sys.argv[1], 'w').write("
-                       "repr(sys.argv[2:]))", str(out), "$HOME", "a b", "; rm -rf x", "`id`"],
-                      {}, gpu=0)
+                       "repr(sys.argv[2:]) + open('/proc/self/cgroup').read())", str(out),
+                       "$HOME", "a b", "; rm -rf x", "`id`", "-c"], {}, gpu=0)
+    cgroup = cgroup_of(procs, pid)
     assert wait_for(lambda: exited(procs, pid))
-    assert out.read_text() == repr(["$HOME", "a b", "; rm -rf x", "`id`"])
+    text = out.read_text()
+    assert text.startswith(repr(["$HOME", "a b", "; rm -rf x", "`id`", "-c"]))
+    assert f"/{cgroup.parent.name}/{cgroup.name}\n" in text  # it ran inside its cgroup
 
 
 @needs_cgroups

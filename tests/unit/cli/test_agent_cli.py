@@ -53,7 +53,7 @@ def test_mig_apply_on_fake(capsys: Capsys) -> None:
         (["agent", "run", "--backend", "fake", "--listen", "127.0.0.1:0",
           "--guard-pause-s", "inf"], "guard pause_s: inf s must be a finite"),
         (["agent", "run", "--backend", "nvml", "--cgroups", "/nonexistent/cotenant"],
-         "--cgroups: /nonexistent/cotenant: cannot make cgroup v2 children"),
+         "--cgroups: /nonexistent/cotenant: cannot run a process in a cgroup v2"),
         (["mig", "apply", "7g.40gb", "--gpu", "0", "--backend", "fake", "--drain", "--grace-s",
           "inf"], "drain grace: inf s must be a finite number"),
     ],

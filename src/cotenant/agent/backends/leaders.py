@@ -30,9 +30,6 @@ class Leader:
     boot: str
     cgroup: str = ""  # none: a book from before cgroups, or a workload spawned without one
 
-    def cgroup_path(self) -> Path | None:
-        return Path(self.cgroup) if self.cgroup else None
-
 
 class LeaderBook:
     """``pid -> Leader`` for the leaders spawned from one state directory."""

@@ -11,20 +11,21 @@ are :mod:`.mpsctl`'s.
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cotenant.agent.backends import cgroups, procfs
 from cotenant.agent.backends.base import ProcessStatus, ProcState
-from cotenant.agent.backends.leaders import LeaderBook
+from cotenant.agent.backends.leaders import Leader, LeaderBook
 from cotenant.errors import InputError, PermanentError
 
 _TAIL_BYTES = 4096
@@ -38,6 +39,8 @@ def check_argv(argv: object, where: str = "argv") -> list[str]:
                          hint='e.g. ["python", "serve.py", "--port", "8000"]')
     if not all(isinstance(a, str) for a in argv):
         raise InputError(where, "every item must be a string")
+    if any("\0" in a for a in argv):
+        raise InputError(where, "an item holds a NUL character, which exec cannot pass")
     return list(argv)
 
 
@@ -97,8 +100,9 @@ class PopenProcesses:
         self.tracked = procfs.available()
         self.cgroup_root = cgroup_root
         self.leaders = LeaderBook(log_dir / "leaders.json")
-        if cgroup_root is not None:  # what an agent that died left empty
-            cgroups.prune(cgroup_root, self.leaders.cgroups())
+        self._mount = cgroups.mountpoint()  # a cgroup from the book must lie below it
+        if cgroup_root is not None:  # what an agent that died left frozen, or empty
+            cgroups.recover(cgroup_root, self.leaders.cgroups())
         self._children: dict[int, _Child] = {}
         self._finished: dict[int, ProcessStatus] = {}  # reaped leaders: their last status
         self._draining: dict[int, tuple[float, bool]] = {}  # leader -> (deadline, killed)
@@ -112,22 +116,23 @@ class PopenProcesses:
         log = self.log_dir / f"gpu{gpu}-{os.getpid()}-{self._count}.log"
         token = secrets.token_hex(12)
         environ = {**procfs.clean_environ(), **env, procfs.TOKEN_VAR: token}
-        if self.cgroup_root is not None:  # the shell would only say "not found" in the log
-            _check_executable(args[0], environ.get("PATH", os.defpath))
         cgroup = self._make_cgroup(token)
         try:
             with log.open("ab") as out:
-                proc = subprocess.Popen(
-                    args if cgroup is None else cgroups.join_argv(args, cgroup), env=environ,
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True, shell=False,
-                )
-        except OSError as exc:
+                options: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": out,
+                                           "stderr": subprocess.STDOUT,
+                                           "start_new_session": True}
+                proc = (subprocess.Popen(args, env=environ, shell=False, **options)
+                        if cgroup is None else cgroups.popen(args, environ, cgroup, **options))
+        except BaseException as exc:
             if cgroup is not None:
                 cgroups.remove(cgroup)
             if isinstance(exc, FileNotFoundError | PermissionError):
                 why = "not found" if isinstance(exc, FileNotFoundError) else "permission denied"
                 raise PermanentError(f"cannot start {args[0]!r}: {why}") from exc
+            if isinstance(exc, OSError) and exc.errno == errno.ENOEXEC:
+                raise PermanentError(f"cannot start {args[0]!r}: not a program "
+                                     "(a script needs a #! line)") from exc
             raise
         self._children[proc.pid] = _Child(proc, log, token, cgroup)
         for book in (self._finished, self._draining, self._stopped):
@@ -174,7 +179,7 @@ class PopenProcesses:
             return ProcessStatus(pid, ProcState.RUNNING if alive else ProcState.UNKNOWN)
         if self.leaders.is_alive(pid):
             return ProcessStatus(pid, ProcState.RUNNING)
-        cgroup = entry.cgroup_path()
+        cgroup = self._book_cgroup(entry)
         if not self._drained(pid, self._members(pid, entry.token, group=False, cgroup=cgroup),
                              cgroup):
             return ProcessStatus(pid, ProcState.RUNNING)
@@ -215,11 +220,20 @@ class PopenProcesses:
 
     def _members(self, pid: int, token: str, *, group: bool, cgroup: Path | None) -> list[int]:
         """The workload's live processes: its cgroup's where it has one, else by its token
-        (and the leader's group where ``group``)."""
+        (and the leader's group where ``group``). A leader is in its cgroup from the
+        start: :func:`cgroups.popen` returns once it has joined and exec'd."""
         found = cgroups.procs(cgroup) if cgroup is not None else None
-        if found is not None:
-            return found
-        return procfs.members(token, pid if group else None) if self.tracked else []
+        if found is None:
+            return procfs.members(token, pid if group else None) if self.tracked else []
+        return found
+
+    def _book_cgroup(self, entry: Leader | None) -> Path | None:
+        """The cgroup the book names for a leader, if it is one (the book is a file: a
+        path in it that is not a workload cgroup below the mount is never written to)."""
+        if entry is None or not entry.cgroup:
+            return None
+        path = Path(entry.cgroup)
+        return path if cgroups.is_workload_cgroup(path, self._mount) else None
 
     def send_signal(self, pid: int, signum: int) -> None:
         """Signal every process of the workload ``pid`` leads (see the class docstring); a
@@ -229,7 +243,7 @@ class PopenProcesses:
         entry = self.leaders.get(pid)
         if signum in (signal.SIGTERM, signal.SIGINT) and (child or entry):
             self._stopped[pid] = self.clock()
-        cgroup = child.cgroup if child is not None else entry.cgroup_path() if entry else None
+        cgroup = child.cgroup if child is not None else self._book_cgroup(entry)
         if cgroup is not None and _cgroup_signal(cgroup, signum):
             return
         if child is not None and cgroup is None and not self.tracked:  # the group, reserved
@@ -272,17 +286,6 @@ def _cgroup_signal(cgroup: Path, signum: int) -> bool:
     if signum == signal.SIGCONT:
         cgroups.freeze(cgroup, False)
     return False
-
-
-def _check_executable(command: str, path: str) -> None:
-    """A :class:`PermanentError` unless ``command`` is an executable that ``exec`` finds
-    on ``path`` (as :class:`subprocess.Popen` would say when it runs the command itself)."""
-    if shutil.which(command, path=path) is not None:
-        return
-    places = [command] if os.sep in command else [os.path.join(d, command)
-                                                  for d in path.split(os.pathsep) if d]
-    why = "permission denied" if any(os.path.exists(p) for p in places) else "not found"
-    raise PermanentError(f"cannot start {command!r}: {why}")
 
 
 def _peek_exit(popen: subprocess.Popen[bytes]) -> tuple[bool, int | None]:
