@@ -75,9 +75,9 @@ class PopenProcesses:
     group together with every process that carries its token (:mod:`.procfs`): the group
     reaches whatever the leader starts in it, even a process that has lost its environment
     (``setproctitle`` overwrites it), and the token reaches what left the group (torchrun's
-    workers). Signals go to all of them. When
-    the leader exits, the rest are drained: SIGTERM and SIGCONT at once (no SIGTERM where
-    they were just sent one; SIGCONT in case they are paused), SIGKILL after
+    workers). Signals go to all of them. When the leader exits, the rest are drained:
+    SIGTERM and SIGCONT (or a thaw) at once (no SIGTERM where they were just sent one;
+    SIGCONT in case they are paused), SIGKILL after
     ``drain_grace_s``, and only once they are gone (or 30 s after the SIGKILL) is the
     workload reported exited, with the leader's status, and the leader reaped, so its pid,
     and with it its group id, cannot be reused while any of them lives.
@@ -89,7 +89,7 @@ class PopenProcesses:
     workload from before the book) is signalled alone and runs while it lives. Without
     ``/proc`` (and no cgroup) only the leader's group is signalled. The book keeps each
     leader's cgroup, which is used while it exists whatever ``cgroup_root`` a later agent
-    has."""
+    has (if it is a workload cgroup below the mount: the book is a file)."""
 
     def __init__(self, log_dir: Path, drain_grace_s: float = 10.0,
                  clock: Callable[[], float] = time.monotonic,
