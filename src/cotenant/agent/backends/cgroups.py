@@ -29,12 +29,14 @@ it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import secrets
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -247,10 +249,18 @@ def kill(cgroup: Path) -> bool:
 
 
 def remove(cgroup: Path) -> None:
-    """Remove ``cgroup`` and the cgroups below it once they are empty (else leave them)."""
+    """Remove ``cgroup`` and the cgroups below it once they are empty (else leave them). A
+    process just reaped can keep its cgroup busy for a moment: an empty one is tried again
+    for up to 0.1 s."""
     for path, _, _ in sorted(os.walk(cgroup), key=lambda item: -len(item[0])):
-        with contextlib.suppress(OSError):
-            Path(path).rmdir()
+        for _ in range(10):
+            try:
+                Path(path).rmdir()
+            except OSError as exc:
+                if exc.errno == errno.EBUSY and not procs(Path(path)):
+                    time.sleep(0.01)
+                    continue
+            break
 
 
 def recover(root: Path, keep: set[str]) -> None:
