@@ -11,7 +11,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,8 @@ from cotenant.agent.backends import cgroups, procfs
 from cotenant.agent.backends.base import ProcState
 from cotenant.agent.backends.local import PopenProcesses
 from cotenant.errors import InputError, PermanentError, TemporaryError
+
+from .test_local_processes import wait_for
 
 
 def _test_root() -> Path | None:
@@ -57,13 +59,14 @@ def hidden(worker: str, then: str = "time.sleep(60)") -> list[str]:
     return [sys.executable, "-c", HIDDEN.format(worker=worker, then=then)]
 
 
-def wait_for(check: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return False
+def checkpointer(ckpt: Path) -> str:
+    """A worker that, on SIGTERM, writes ``done`` to ``ckpt`` and exits 0."""
+    return ("import signal, sys, time\n"
+            "def stop(*a):\n"
+            f"    open({str(ckpt)!r}, 'w').write('done')\n"
+            "    sys.exit(0)\n"
+            "signal.signal(signal.SIGTERM, stop)\n"
+            "time.sleep(60)")
 
 
 def events(cgroup: Path) -> dict[str, str]:
@@ -156,12 +159,7 @@ def test_a_stop_of_a_frozen_workload_lets_it_checkpoint(
         procs: PopenProcesses, tmp_path: Path) -> None:
     """The supervisor's stop of a paused client: SIGTERM, then SIGCONT (which thaws)."""
     ckpt = tmp_path / "ckpt"
-    worker = ("import signal, sys, time\n"
-              "def stop(*a):\n"
-              f"    open({str(ckpt)!r}, 'w').write('done')\n"
-              "    sys.exit(0)\n"
-              "signal.signal(signal.SIGTERM, stop)\n"
-              "time.sleep(60)")
+    worker = checkpointer(ckpt)
     pid = procs.spawn([sys.executable, "-c", worker], {}, gpu=0)
     cgroup = cgroup_of(procs, pid)
     time.sleep(0.5)  # its handler installed
@@ -182,12 +180,7 @@ def test_a_drain_thaws_a_frozen_workload_so_that_it_checkpoints(
     """Frozen, then the launcher alone is killed (the OOM killer): the drain's SIGTERM
     comes with a thaw, so the worker checkpoints instead of waiting for the SIGKILL."""
     ckpt = tmp_path / "ckpt"
-    worker = ("import signal, sys, time\n"
-              "def stop(*a):\n"
-              f"    open({str(ckpt)!r}, 'w').write('done')\n"
-              "    sys.exit(0)\n"
-              "signal.signal(signal.SIGTERM, stop)\n"
-              "time.sleep(60)")
+    worker = checkpointer(ckpt)
     pid = procs.spawn(hidden(worker), {}, gpu=0)
     cgroup = cgroup_of(procs, pid)
     assert wait_for(lambda: len(members(procs, pid)) == 2)
