@@ -110,7 +110,9 @@ def test_pause_resume_and_kill_reach_workers_in_their_own_session(
     assert wait_for(lambda: state(pid) != "T" and state(worker) != "T")
     procs.send_signal(pid, signal.SIGKILL)
     assert wait_for(lambda: exited(procs, pid))
-    assert state(worker) is None
+    # a process that is exiting has dropped its memory (no environ, so no token) a
+    # moment before it leaves /proc
+    assert wait_for(lambda: state(worker) is None, timeout_s=2.0)
     assert procs.poll(pid).returncode == -signal.SIGKILL
 
 
@@ -169,7 +171,9 @@ def test_workers_left_paused_by_a_dead_launcher_can_be_resumed(procs: PopenProce
     assert wait_for(lambda: state(worker) not in (None, "T"))
     assert procs.poll(pid).state is ProcState.RUNNING  # the drain has begun
     assert wait_for(lambda: exited(procs, pid))
-    assert state(worker) is None
+    # a process that is exiting has dropped its memory (no environ, so no token) a
+    # moment before it leaves /proc
+    assert wait_for(lambda: state(worker) is None, timeout_s=2.0)
 
 
 def test_an_agent_restart_adopts_its_workloads_and_signals_nothing_else(
