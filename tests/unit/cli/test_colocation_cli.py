@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from cotenant.sim.colocation_frontier import DEFAULT_PEAKS, DEFAULT_SHARES
 from tests.unit.cli.test_cli import NODES, PODS, run
 
 
@@ -59,9 +60,12 @@ def test_frontier_reports_every_setting_and_the_verdict(
     data = json.loads(out)
     policies = [p["policy"] for p in data["points"]]
     assert policies[0] == "muxflow"
-    assert policies.count("time-slicing") == 16  # 8 peaks, without and with a memory limit
-    assert policies.count("mps-fixed") == 64
-    assert sum(p["setting"].endswith("mem-limit") for p in data["points"]) == 40
+    peaks = len(DEFAULT_PEAKS)  # each without and with a memory limit
+    assert policies.count("time-slicing") == 2 * peaks
+    assert policies.count("mps-fixed") == 2 * peaks * len(DEFAULT_SHARES)
+    assert sum(p["setting"].endswith("mem-limit") for p in data["points"]) == peaks * (
+        1 + len(DEFAULT_SHARES)
+    )
     assert any(n.startswith("time-slicing at <=") for n in data["notes"])
     assert (tmp_path / "frontier.png").exists()
     assert (tmp_path / "frontier.json").exists()
