@@ -21,7 +21,7 @@
     .venv/bin/python benchmarks/colocation.py            # real + scale
     .venv/bin/python benchmarks/colocation.py --only scale
     .venv/bin/python benchmarks/colocation.py --only sensitivity   # guard reaction x window
-    .venv/bin/python benchmarks/colocation.py --only frontier
+    .venv/bin/python benchmarks/colocation.py --only frontier [--load-scale 3]
     .venv/bin/python benchmarks/colocation.py --only sweep
     .venv/bin/python benchmarks/colocation.py --only restart   # offline start-up time
     .venv/bin/python benchmarks/colocation.py --only seeds --seeds 5
@@ -162,9 +162,9 @@ def _real_workload(seed: int, load_scale: float = 1.0) -> ColocationWorkload:
     )
 
 
-def frontier_run(seed: int) -> dict[str, object]:
+def frontier_run(seed: int, load_scale: float = 1.0) -> dict[str, object]:
     t0 = time.perf_counter()
-    points = frontier(_real_workload(seed), seed)
+    points = frontier(_real_workload(seed, load_scale), seed)
     mux = next(p for p in points if p.policy == "muxflow")
     budgets = (mux.slo_violation_pct, 0.5, 1.0, 2.0)
     best = {
@@ -177,6 +177,7 @@ def frontier_run(seed: int) -> dict[str, object]:
         for name in ("time-slicing", "mps-fixed")
     }
     return {
+        "load_scale": load_scale,
         "points": [vars(p) for p in points],
         "pareto": [f"{p.policy} {p.setting}" for p in pareto(points)],
         "muxflow": vars(mux),
@@ -254,6 +255,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--gpus", type=int, default=20_000)
     parser.add_argument("--hours", type=float, default=24.0)
+    parser.add_argument(
+        "--load-scale", type=float, default=1.0, help="--only frontier: duty cycles times this"
+    )
     args = parser.parse_args()
     out: dict[str, object] = {
         "machine": f"{platform.platform()}, {os.cpu_count()} CPUs, {platform.python_version()}",
@@ -267,7 +271,7 @@ def main() -> None:
     if args.only == "sensitivity":
         out["sensitivity"] = sensitivity(args.seed)
     if args.only == "frontier":
-        out["frontier"] = frontier_run(args.seed)
+        out["frontier"] = frontier_run(args.seed, args.load_scale)
     if args.only == "sweep":
         out["sweep"] = sweep(args.seed)
     if args.only == "restart":
