@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from cotenant.agent.api import AgentServer
-from cotenant.agent.backends import FakeNode, ManualClock, cgroups, procfs
+from cotenant.agent.backends import FakeNode, ManualClock, cgroup_start, cgroups, procfs
 from cotenant.agent.backends.local import PopenProcesses
 from cotenant.agent.service import AgentService
 from cotenant.agent.spec import WorkloadSpec
@@ -187,7 +187,7 @@ def main() -> None:
     mount, own = cgroups.mountpoint(), cgroups.own_path()
     root = (mount / own.lstrip("/") / f"cotenant-bench-{secrets.token_hex(4)}"
             if mount is not None and own is not None else None)
-    if root is not None and not cgroups.usable(root):
+    if root is not None and not cgroup_start.usable(root):
         root = None
     try:
         result = {

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from cotenant.agent.backends.local import check_argv
+from cotenant.agent.backends.commands import check_argv, check_encodable
 from cotenant.errors import InputError
 from cotenant.policies.colocation.contract import check_share_pct
 
@@ -165,6 +165,8 @@ def _env(value: object, where: str) -> tuple[tuple[str, str], ...]:
         if not key or "=" in key or "\0" in key or "\0" in item:
             raise InputError(f"{where}.env.{key!r}", "a name must be non-empty without '=' "
                              "or NUL, and a value without NUL (exec cannot pass them)")
+        check_encodable(key, f"{where}.env")
+        check_encodable(item, f"{where}.env.{key}")
     return tuple(sorted(value.items()))
 
 

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cotenant.agent.api import AgentServer
-from cotenant.agent.backends import BACKEND_NAMES, cgroups, open_backend
+from cotenant.agent.backends import BACKEND_NAMES, cgroup_start, open_backend
 from cotenant.agent.guard import GuardSettings
 from cotenant.agent.service import AgentService
 from cotenant.agent.share import SHARE_POLICIES
@@ -99,8 +99,9 @@ def run(
         str,
         typer.Option("--cgroups", help="nvml backend: run each workload in a cgroup v2 of its "
                      "own below this directory, to find, freeze and kill all its processes "
-                     "(auto: cotenant-workloads in the agent's own cgroup, where it may write; "
-                     "off: by process group and environment token only)"),
+                     "(auto: cotenant-workloads-<hash of --state-dir> in the agent's own "
+                     "cgroup, where it may write; off: by process group and environment token "
+                     "only)"),
     ] = "auto",
     interval: Annotated[float, typer.Option(help="seconds between reconcile ticks")] = 1.0,
     ticks: Annotated[int, typer.Option(help="stop after this many ticks (0: until SIGINT)")] = 0,
@@ -116,7 +117,7 @@ def run(
     policy = SHARE_POLICIES.create(share_policy, **kwargs)
     guard = GuardSettings(pause_s=guard_pause_s)
     token = ensure_token(token_file or state_dir / "token")
-    root = cgroups.open_root(cgroups_) if backend == "nvml" else None
+    root = cgroup_start.open_root(cgroups_, state_dir) if backend == "nvml" else None
     node = open_backend(backend, gpus=gpus, state_dir=state_dir, cgroup_root=root)
     service = AgentService(node, state_dir, policy, share_window_s=share_window_s,
                            scrape_interval_s=scrape_interval_s, guard=guard)
@@ -130,26 +131,50 @@ def run(
         typer.echo("cotenant agent: workload processes found by "
                    + (f"their cgroup below {root}" if root else "process group and token"))
     count = 0
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # systemd stops with SIGTERM
+    stop = StopRequest()
+    previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
     try:
-        while ticks == 0 or count < ticks:
+        while not stop.requested and (ticks == 0 or count < ticks):
             service.tick()
             count += 1
-            time.sleep(interval)
+            stop.sleep(interval)
     except KeyboardInterrupt:
-        kept = ("fake workloads end with this process; the next run restarts them"
-                if backend == "fake" else "workloads keep running; the next run re-adopts them")
-        typer.echo(f"cotenant agent: stopping ({kept})")
+        stop.requested = True
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if stop.requested:
+            kept = ("fake workloads end with this process; the next run restarts them"
+                    if backend == "fake"
+                    else "workloads keep running; the next run re-adopts them")
+            typer.echo(f"cotenant agent: stopping ({kept})")
         server.shutdown()
         server.server_close()
         service.close()
 
 
-def _interrupt(*_: object) -> None:
-    """SIGTERM handler: stop like Ctrl-C."""
-    raise KeyboardInterrupt
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # Ctrl-C; systemd stops with SIGTERM
+
+
+class StopRequest:
+    """The handler for :data:`STOP_SIGNALS`: the first asks the agent to stop once its tick
+    is done (a tick cut anywhere could leave a workload started but not recorded, so never
+    stopped), a second stops it at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self, *_: object) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less once a stop is asked for (a signal does not cut
+        :func:`time.sleep` short)."""
+        deadline = time.monotonic() + seconds
+        while not self.requested and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, 0.1))
 
 
 def _call(url: str, token: str, method: str, path: str, body: object = None) -> Any:

@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -16,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from cotenant.agent.backends import cgroups, procfs
+from cotenant.agent.backends import cgroup_start, cgroups, procfs
 from cotenant.agent.backends.base import ProcState
 from cotenant.agent.backends.local import PopenProcesses
 from cotenant.errors import InputError, PermanentError, TemporaryError
 
-from .test_local_processes import wait_for
+from .test_local_processes import check_interrupted_start, check_start_failures, wait_for
 
 
 def _test_root() -> Path | None:
@@ -29,7 +30,7 @@ def _test_root() -> Path | None:
     if mount is None or own is None or not procfs.available():
         return None
     root = mount / own.lstrip("/") / f"cotenant-test-{secrets.token_hex(4)}"
-    if not cgroups.usable(root):
+    if not cgroup_start.usable(root):
         return None
     root.rmdir()  # made by the fixture, for the tests that run
     return root
@@ -246,7 +247,7 @@ def test_a_new_agent_thaws_and_tidies_only_its_own_cgroups(
         (root / name).mkdir()
     (tmp_path / "leaders.json").write_text(json.dumps(
         {"1": {"token": kept, "start": 1, "boot": "b", "cgroup": str(root / kept)}}))
-    sleeper = cgroups.popen([sys.executable, "-c", SLEEPER], dict(os.environ), root / busy)
+    sleeper = cgroup_start.popen([sys.executable, "-c", SLEEPER], dict(os.environ), root / busy)
     try:
         assert cgroups.freeze(root / busy, True)
         assert wait_for(lambda: frozen(root / busy))
@@ -295,10 +296,62 @@ def test_a_start_that_fails_says_why_and_leaves_no_cgroup(
     script.chmod(0o755)
     with pytest.raises(PermanentError, match="not a program"):
         procs.spawn([str(script)], {}, gpu=0)
-    monkeypatch.setattr(cgroups.subprocess, "Popen", _refuse)
+    check_start_failures(procs, tmp_path)
+    monkeypatch.setattr(cgroup_start.subprocess, "Popen", _refuse)
     with pytest.raises(ValueError, match="refused"):
         procs.spawn([sys.executable, "-c", SLEEPER], {}, gpu=0)
     assert [c for c in root.iterdir() if c.is_dir()] == []
+
+
+@needs_cgroups
+def test_an_exec_error_of_any_kind_comes_back(root: Path) -> None:
+    """Not only an OSError: an empty program name (the spec refuses it) is a ValueError in
+    the trampoline, which must say so rather than seem to start and exit 1."""
+    (root / ("a" * 24)).mkdir()
+    with pytest.raises(OSError, match="empty"):
+        cgroup_start.popen([""], {}, root / ("a" * 24))
+
+
+@needs_cgroups
+def test_an_interrupted_start_leaves_nothing_running(
+        procs: PopenProcesses, root: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An interrupt while the trampoline reads its environment or execs (a review's SIGTERMs
+    to the agent landed there 34 times in 140, before the agent stopped between ticks), or
+    after, before the leader's record: the workload and its cgroup go, no pipe stays open."""
+    check_interrupted_start(procs, tmp_path, monkeypatch)
+    fd_count = len(os.listdir("/proc/self/fd"))
+    receive = cgroup_start._receive
+
+    def interrupted(fd: int) -> bytes:
+        receive(fd)  # the workload runs now
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cgroup_start, "_receive", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        procs.spawn([sys.executable, "-c", SLEEPER], {}, gpu=0)
+    assert [c for c in root.iterdir() if c.is_dir()] == []
+    assert len(os.listdir("/proc/self/fd")) == fd_count
+
+
+@needs_cgroups
+def test_an_agent_started_without_stdio_still_passes_the_environment(
+        root: Path, tmp_path: Path) -> None:
+    """With fds 0-2 closed, os.pipe hands those out; the child's own 0-2 must not replace
+    the trampoline's pipes."""
+    out = tmp_path / "out"
+    cgroup = root / ("e" * 24)
+    cgroup.mkdir()
+    script = ("import pathlib, subprocess\n"
+              "from cotenant.agent.backends import cgroup_start\n"
+              f"proc = cgroup_start.popen(['sh', '-c', 'echo $X > {out}'], {{'X': 'ok'}}, "
+              f"pathlib.Path({str(cgroup)!r}), stdin=subprocess.DEVNULL)\n"
+              f"pathlib.Path({str(out)!r} + '.rc').write_text(str(proc.wait()))\n")
+    done = subprocess.run(["sh", "-c", 'exec "$0" -c "$1" 0<&- 1>&- 2>&-', sys.executable,
+                           script], timeout=60, check=False)
+    assert done.returncode == 0
+    assert (tmp_path / "out.rc").read_text() == "0"
+    assert out.read_text() == "ok\n"
 
 
 def _refuse(*args: object, **kwargs: object) -> None:
@@ -308,7 +361,7 @@ def _refuse(*args: object, **kwargs: object) -> None:
 @needs_cgroups
 def test_a_cgroup_that_cannot_be_joined_defers_the_start(tmp_path: Path) -> None:
     with pytest.raises(TemporaryError, match="cannot join cgroup"):
-        cgroups.popen([sys.executable, "-c", ""], {}, tmp_path / "gone")
+        cgroup_start.popen([sys.executable, "-c", ""], {}, tmp_path / "gone")
 
 
 @needs_cgroups
@@ -350,17 +403,18 @@ def test_the_argv_is_never_read_by_the_shell(procs: PopenProcesses, tmp_path: Pa
 
 @needs_cgroups
 def test_open_root_takes_auto_off_or_a_usable_path(tmp_path: Path) -> None:
-    assert cgroups.open_root("off") is None
+    assert cgroup_start.open_root("off", tmp_path) is None
     assert ROOT is not None
-    default = ROOT.parent / cgroups.DEFAULT_NAME  # an agent's default: leave one that is there
-    there = default.exists()
+    name = cgroup_start.default_name(tmp_path)
+    assert name.startswith(cgroups.DEFAULT_NAME + "-")
+    assert cgroup_start.default_name(tmp_path / "other") != name  # two agents, two roots
+    default = ROOT.parent / name
     try:
-        assert cgroups.open_root("auto") == default
+        assert cgroup_start.open_root("auto", tmp_path) == default
     finally:
-        if not there:
-            default.rmdir()
+        cgroups.remove(default)
     with pytest.raises(InputError, match="--cgroups"):
-        cgroups.open_root(str(tmp_path / "not-a-cgroup"))
+        cgroup_start.open_root(str(tmp_path / "not-a-cgroup"), tmp_path)
 
 
 def test_the_mount_and_own_cgroup_are_read_from_proc(tmp_path: Path) -> None:
@@ -375,9 +429,9 @@ def test_the_mount_and_own_cgroup_are_read_from_proc(tmp_path: Path) -> None:
     own.write_text("4:memory:/x\n0::/system.slice/cotenant-agent.service\n")
     assert cgroups.own_path(own) == "/system.slice/cotenant-agent.service"
     assert cgroups.own_path(tmp_path / "missing") is None
-    assert cgroups.open_root("off") is None
-    assert not cgroups.usable(tmp_path / "plain")  # not inside a cgroup: not even made
+    assert cgroup_start.open_root("off", tmp_path) is None
+    assert not cgroup_start.usable(tmp_path / "plain")  # not inside a cgroup: not even made
     assert not os.path.exists(tmp_path / "plain")
     (tmp_path / "dir").mkdir()
-    assert not cgroups.usable(tmp_path / "dir")  # a plain directory has no cgroup files
+    assert not cgroup_start.usable(tmp_path / "dir")  # a plain directory has no cgroup files
     assert list((tmp_path / "dir").iterdir()) == []  # the probe removed

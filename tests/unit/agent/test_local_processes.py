@@ -5,6 +5,7 @@ their own and a leader that lost its environment; when the leader exits the rest
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -18,8 +19,10 @@ import pytest
 
 from cotenant.agent.backends import procfs
 from cotenant.agent.backends.base import DaemonConfig, ProcState
+from cotenant.agent.backends.commands import start_error
 from cotenant.agent.backends.local import PopenProcesses
 from cotenant.agent.backends.mpsctl import MpsControl
+from cotenant.errors import InputError, PermanentError, TemporaryError
 
 pytestmark = pytest.mark.skipif(not procfs.available(), reason="needs Linux /proc")
 
@@ -131,6 +134,7 @@ def test_a_workload_runs_while_a_worker_still_checkpoints(
     """A shell dies on SIGTERM at once while its child checkpoints: the workload has not
     exited until the child has (so a restart does not start a second copy beside it), and
     the shell stays unreaped meanwhile, so its pid and group id cannot be reused."""
+    procs.drain_grace_s = 4.0  # its checkpoint takes 1 s: the fixture's 1 s grace would race it
     pid, worker = start(procs, launcher(CHECKPOINTER, new_session=False),
                         {"CKPT": str(tmp_path / "ckpt")})
     assert wait_for(lambda: catches_sigterm(worker))
@@ -257,6 +261,7 @@ def test_a_drain_resumes_paused_workers_so_that_they_checkpoint(
         procs: PopenProcesses, tmp_path: Path) -> None:
     """Paused, then the launcher alone is killed: the drain's SIGTERM comes with a SIGCONT,
     so the worker checkpoints instead of waiting, stopped, for the SIGKILL."""
+    procs.drain_grace_s = 4.0  # its checkpoint takes 1 s: the fixture's 1 s grace would race it
     pid, worker = start(procs, launcher(CHECKPOINTER, new_session=True),
                         {"CKPT": str(tmp_path / "ckpt")})
     assert wait_for(lambda: catches_sigterm(worker))
@@ -266,3 +271,51 @@ def test_a_drain_resumes_paused_workers_so_that_they_checkpoint(
     assert wait_for(lambda: state(pid) is None)
     assert wait_for(lambda: exited(procs, pid))
     assert (tmp_path / "ckpt").read_text() == "done"
+
+
+def check_start_failures(procs: PopenProcesses, tmp_path: Path) -> None:
+    """Every way an exec fails is the workload's fault, reported, never the agent's crash:
+    each errno says why; a host short of processes would only defer the start."""
+    fd_count = len(os.listdir("/proc/self/fd"))
+    for argv, why in ((["no-such-command-cotenant"], "not found"),
+                      (["/etc/passwd/x"], "Not a directory"),
+                      (["/" + "a" * 5000], "File name too long"),
+                      ([sys.executable, "x" * 300_000], "Argument list too long")):
+        with pytest.raises(PermanentError, match=f"cannot start .*{why}"):
+            procs.spawn(argv, {}, gpu=0)
+    with pytest.raises(PermanentError, match="cannot be encoded"):
+        procs.spawn(["true"], {"X": "\ud800"}, gpu=0)  # the spec refuses it; a caller may not
+    with pytest.raises(InputError, match="argv"):
+        procs.spawn(["true", "\ud800"], {}, gpu=0)
+    assert len(os.listdir("/proc/self/fd")) == fd_count
+
+
+def test_a_start_that_fails_says_why(procs: PopenProcesses, tmp_path: Path) -> None:
+    check_start_failures(procs, tmp_path)
+    busy = start_error("x", OSError(errno.EAGAIN, "Resource temporarily unavailable"))
+    assert isinstance(busy, TemporaryError)
+    assert busy.delay_s > 0
+
+
+def check_interrupted_start(procs: PopenProcesses, tmp_path: Path,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """An interrupt (Ctrl-C in a program that uses the backend) between the start and the
+    leader's record kills the workload, the worker it already started included: nobody
+    would know of it, and the next start would run a second copy beside it."""
+    out = tmp_path / "worker.pid"
+    worker = f"import os, time; open({str(out)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+
+    def add(pid: int, token: str, cgroup: Path | None = None) -> None:
+        assert wait_for(lambda: out.exists() and out.read_text() != "")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(procs.leaders, "add", add)
+    with pytest.raises(KeyboardInterrupt):
+        procs.spawn(launcher(worker, new_session=False), {}, gpu=0)
+    assert wait_for(lambda: state(int(out.read_text())) is None)
+    assert procs._children == {}
+
+
+def test_an_interrupted_start_leaves_nothing_running(
+        procs: PopenProcesses, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    check_interrupted_start(procs, tmp_path, monkeypatch)

@@ -40,6 +40,10 @@ def test_spec_parses_and_round_trips() -> None:
         ({"env": {"A=B": "1"}}, "env"),
         ({"env": {"A": "x\0y"}}, "env"),
         ({"argv": ["python", "a\0b"]}, "argv"),
+        ({"argv": ["", "serve.py"]}, "argv"),
+        ({"argv": ["python", "\ud800"]}, "argv"),  # JSON spells a lone surrogate: no bytes
+        ({"env": {"A": "\udfff"}}, "env"),
+        ({"env": {"\ud800": "1"}}, "env"),
         ({"name": "Bad Name"}, "name"),
         ({"shell": True}, "shell"),
     ],

@@ -4,8 +4,12 @@ line and exit 2."""
 from __future__ import annotations
 
 import json
+import signal
 import stat
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +19,7 @@ import yaml
 from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import FakeNode
 from cotenant.agent.service import AgentService
+from cotenant.cli.agent import StopRequest
 from cotenant.policies.colocation.share import FixedShare
 
 from .test_cli import assert_one_error_line, run
@@ -165,3 +170,36 @@ def test_submit_status_stop_against_a_live_agent(
     code, _, err = run(capsys, "agent", "status", "--url", url, "--token-file", str(bad))
     assert code == 2
     assert "HTTP 401" in assert_one_error_line(err)
+
+
+def test_a_stop_signal_ends_the_agent_between_ticks() -> None:
+    """The first SIGINT/SIGTERM is kept for the loop to act on once its tick is done (a tick
+    cut short could leave a workload started but not recorded); a second one stops it at
+    once."""
+    stop = StopRequest()
+    stop(signal.SIGTERM, None)
+    assert stop.requested
+    started = time.monotonic()
+    stop.sleep(30.0)  # a stop asked for: no sleep
+    assert time.monotonic() - started < 1.0
+    with pytest.raises(KeyboardInterrupt):
+        stop(signal.SIGINT, None)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_the_agent_stops_on_sigterm_or_sigint(tmp_path: Path, signum: int) -> None:
+    agent = subprocess.Popen(
+        [sys.executable, "-c", "from cotenant.cli.main import main; main()", "agent", "run",
+         "--backend", "fake", "--gpus", "H100:1", "--state-dir", str(tmp_path),
+         "--listen", "127.0.0.1:0", "--interval", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert agent.stdout is not None
+        assert "fake backend" in agent.stdout.readline()  # it runs: its loop sleeps 60 s
+        agent.send_signal(signum)
+        out, _ = agent.communicate(timeout=30)
+    finally:
+        agent.kill()
+        agent.wait()
+    assert agent.returncode == 0
+    assert "cotenant agent: stopping" in out

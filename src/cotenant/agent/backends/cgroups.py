@@ -11,67 +11,24 @@ members in one read; ``cgroup.freeze`` stops them all, children forked later inc
 ``cgroup.kill`` (Linux 5.14) kills them all, both without naming a pid that may since have
 gone to another process. Other signals still go pid by pid, from that list.
 
-How: the agent makes one cgroup per workload, named by its token, below a root. By default
-the root is ``cotenant-workloads`` inside the agent's own cgroup (the subtree that systemd's
-``Delegate=yes`` hands a service); ``--cgroups PATH`` names another, which should be the
-agent's alone (it removes the empty workload cgroups there that it does not know), and
-``--cgroups off`` keeps to the token. Only core files are used and no controller is
-enabled, so a cgroup may sit below one that holds processes. The workload starts through a
-small Python trampoline, which moves itself into the cgroup and then ``exec``s the argv:
-its first instruction already runs inside (moving the child after ``fork`` would race with
-its own forks, and ``preexec_fn`` is unsafe in a threaded agent). The trampoline runs in the
-agent's environment, isolated (``-I -S``), and gets the workload's environment through a
-pipe, so it passes to the workload byte for byte (a shell would drop names that are not
-identifiers, and reset ``IFS``), and a ``PYTHONHOME`` meant for the workload cannot break
-it.
+How: the agent makes one cgroup per workload, named by its token, below a root of its own
+(:mod:`.cgroup_start` finds the root and starts a workload inside its cgroup). Only core
+files are used and no controller is enabled, so a cgroup may sit below one that holds
+processes.
 """
-
 from __future__ import annotations
 
 import contextlib
 import errno
 import os
 import re
-import secrets
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-from cotenant.errors import InputError, TemporaryError
 
 DEFAULT_NAME = "cotenant-workloads"
 NAME = re.compile(r"[0-9a-f]{24}")
 """A workload cgroup's name: its token (``secrets.token_hex(12)``)."""
-
-# argv: the cgroup, the fd its environment comes on, the fd to report a failure on (closed
-# by a successful exec), then the workload's argv, exec'd as given (PATH looked up in its
-# own environment, argv[0] kept), as Popen would do it
-_JOIN = """
-import os, sys
-cgroup, env_fd, err_fd, argv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
-os.set_inheritable(err_fd, False)
-data = b""
-while chunk := os.read(env_fd, 65536):
-    data += chunk
-os.close(env_fd)
-env = dict(item.split(b"=", 1) for item in data.split(b"\\0") if item)
-try:
-    with open(os.path.join(cgroup, "cgroup.procs"), "w") as procs:
-        procs.write("0")
-except OSError as exc:
-    os.write(err_fd, b"join %d " % exc.errno + os.fsencode(exc.strerror or ""))
-    sys.exit(126)
-try:
-    os.execvpe(argv[0], argv, env)
-except OSError as exc:
-    os.write(err_fd, b"exec %d " % exc.errno + os.fsencode(exc.strerror or ""))
-    sys.exit(127)
-"""
-
 
 def _unescape(field: str) -> str:
     """A path from ``/proc/self/mountinfo``, where space, tab, newline and backslash are
@@ -102,100 +59,12 @@ def own_path(cgroup: Path = Path("/proc/self/cgroup")) -> str | None:
     return None
 
 
-def usable(root: Path) -> bool:
-    """Whether the agent can run a process in a cgroup below ``root``: it makes one, starts
-    the trampoline into it, and removes it. A missing ``root`` is made only inside a cgroup
-    (and removed again if it is no use)."""
-    made = not root.is_dir()
-    probe = root / f"probe-{secrets.token_hex(4)}"
-    try:
-        if made:
-            if not (root.parent / "cgroup.procs").is_file():
-                return False
-            root.mkdir()
-        probe.mkdir()
-    except OSError:
-        return False
-    try:
-        ok = (probe / "cgroup.freeze").exists() and popen(
-            [sys.executable, "-I", "-S", "-c", ""], dict(os.environ), probe,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).wait(30) == 0
-    except (OSError, subprocess.SubprocessError):
-        ok = False
-    finally:
-        with contextlib.suppress(OSError):
-            probe.rmdir()
-    if made and not ok:
-        with contextlib.suppress(OSError):
-            root.rmdir()
-    return ok
-
-
-def open_root(spec: str) -> Path | None:
-    """The root for ``--cgroups``: ``off`` -> None; ``auto`` -> the default where it is
-    usable, else None (the token alone); a path -> that path, which must be usable."""
-    if spec == "off":
-        return None
-    if spec == "auto":
-        mount, own = mountpoint(), own_path()
-        if mount is None or own is None:
-            return None
-        root = mount / own.lstrip("/") / DEFAULT_NAME
-        return root if usable(root) else None
-    root = Path(spec).absolute()
-    if not usable(root):
-        raise InputError("--cgroups", f"{spec}: cannot run a process in a cgroup v2 made "
-                         "there", hint="give a directory inside a cgroup v2 mount that this "
-                         "user may write, whose processes it may move (as root, or systemd's "
-                         "Delegate=yes), or 'auto' or 'off'")
-    return root
-
-
 def is_workload_cgroup(path: Path, mount: Path | None) -> bool:
     """Whether ``path`` (from the leader book, say) is a workload cgroup: below the cgroup
     v2 mount ``mount``, named like one, and a cgroup. Anything else is never written to."""
     return (mount is not None and path.is_absolute() and NAME.fullmatch(path.name) is not None
             and path.is_relative_to(mount) and ".." not in path.parts
             and (path / "cgroup.procs").is_file())
-
-
-def popen(argv: Sequence[str], env: Mapping[str, str], cgroup: Path,
-          **kwargs: Any) -> subprocess.Popen[bytes]:
-    """Start ``argv`` with environment ``env`` inside ``cgroup`` from its first instruction
-    (see the module docstring); ``kwargs`` go to :class:`subprocess.Popen`. It returns once
-    the workload's program runs, as :class:`subprocess.Popen` does; an ``exec`` that fails
-    raises its :class:`OSError` (as Popen's would), one that could not join the cgroup a
-    :class:`TemporaryError`. The environment holds no NUL and no name with ``=`` (the spec
-    refuses them)."""
-    env_read, env_write = os.pipe()
-    err_read, err_write = os.pipe()
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _JOIN, str(cgroup), str(env_read),
-             str(err_write), *argv],
-            env={k: v for k, v in os.environ.items() if not k.startswith("COTENANT_")},
-            pass_fds=(env_read, err_write), shell=False, **kwargs)
-    except BaseException:
-        os.close(env_write)
-        os.close(err_read)
-        raise
-    finally:
-        os.close(env_read)
-        os.close(err_write)
-    data = b"".join(os.fsencode(k) + b"=" + os.fsencode(v) + b"\0" for k, v in env.items())
-    with contextlib.suppress(BrokenPipeError), os.fdopen(env_write, "wb") as pipe:
-        pipe.write(data)
-    with os.fdopen(err_read, "rb") as pipe:
-        failure = pipe.read()  # EOF: the exec succeeded (or the trampoline died: its status)
-    if not failure:
-        return proc
-    proc.wait()
-    kind, code, text = [*failure.decode("utf-8", "replace").split(" ", 2), "", ""][:3]
-    if kind == "join":
-        raise TemporaryError(f"cannot join cgroup {cgroup}: {text}", delay_s=5.0,
-                             hint="is the cgroup root still there? --cgroups off runs "
-                             "workloads without one")
-    raise OSError(int(code) if code.isdigit() else 0, text)
 
 
 def procs(cgroup: Path) -> list[int] | None:
@@ -266,7 +135,8 @@ def remove(cgroup: Path) -> None:
 def recover(root: Path, keep: set[str]) -> None:
     """At agent start: thaw every workload cgroup below ``root`` (an agent that died may
     have left one frozen, and its book may be lost), and remove the empty ones whose name
-    is not in ``keep``, and probes left behind. Other directories are not touched."""
+    is not in ``keep``, and probes left behind. Other directories are not touched. The root
+    is this agent's alone (:func:`default_name`; a ``--cgroups`` path must be)."""
     with contextlib.suppress(OSError):
         for child in root.iterdir():
             if not child.is_dir():

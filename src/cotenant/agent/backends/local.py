@@ -11,7 +11,6 @@ are :mod:`.mpsctl`'s.
 from __future__ import annotations
 
 import contextlib
-import errno
 import math
 import os
 import secrets
@@ -23,25 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cotenant.agent.backends import cgroups, procfs
+from cotenant.agent.backends import cgroup_start, cgroups, procfs
 from cotenant.agent.backends.base import ProcessStatus, ProcState
+from cotenant.agent.backends.commands import check_argv, start_error
 from cotenant.agent.backends.leaders import Leader, LeaderBook
-from cotenant.errors import InputError, PermanentError
 
 _TAIL_BYTES = 4096
-
-
-def check_argv(argv: object, where: str = "argv") -> list[str]:
-    """``argv`` as a non-empty list of strings, or an :class:`InputError`. A single string is
-    refused: it would need a shell (or a split) to become a command line."""
-    if not isinstance(argv, list | tuple) or not argv:
-        raise InputError(where, "must be a non-empty list of strings, not a command string",
-                         hint='e.g. ["python", "serve.py", "--port", "8000"]')
-    if not all(isinstance(a, str) for a in argv):
-        raise InputError(where, "every item must be a string")
-    if any("\0" in a for a in argv):
-        raise InputError(where, "an item holds a NUL character, which exec cannot pass")
-    return list(argv)
 
 
 def last_line(path: Path) -> str:
@@ -111,34 +97,49 @@ class PopenProcesses:
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str], gpu: int) -> int:
         args = check_argv(list(argv) if isinstance(argv, tuple) else argv)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
         self._count += 1
         log = self.log_dir / f"gpu{gpu}-{os.getpid()}-{self._count}.log"
         token = secrets.token_hex(12)
         environ = {**procfs.clean_environ(), **env, procfs.TOKEN_VAR: token}
         cgroup = self._make_cgroup(token)
         try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
             with log.open("ab") as out:
                 options: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": out,
                                            "stderr": subprocess.STDOUT,
                                            "start_new_session": True}
                 proc = (subprocess.Popen(args, env=environ, shell=False, **options)
-                        if cgroup is None else cgroups.popen(args, environ, cgroup, **options))
+                        if cgroup is None else cgroup_start.popen(args, environ, cgroup, **options))
         except BaseException as exc:
             if cgroup is not None:
                 cgroups.remove(cgroup)
-            if isinstance(exc, FileNotFoundError | PermissionError):
-                why = "not found" if isinstance(exc, FileNotFoundError) else "permission denied"
-                raise PermanentError(f"cannot start {args[0]!r}: {why}") from exc
-            if isinstance(exc, OSError) and exc.errno == errno.ENOEXEC:
-                raise PermanentError(f"cannot start {args[0]!r}: not a program "
-                                     "(a script needs a #! line)") from exc
+            if isinstance(exc, OSError | UnicodeEncodeError):
+                raise start_error(args[0], exc) from exc
             raise
-        self._children[proc.pid] = _Child(proc, log, token, cgroup)
-        for book in (self._finished, self._draining, self._stopped):
-            book.pop(proc.pid, None)  # whatever an earlier owner of the pid left
-        self.leaders.add(proc.pid, token, cgroup)  # unreaped, so it is still this process
+        try:
+            self._children[proc.pid] = _Child(proc, log, token, cgroup)
+            for book in (self._finished, self._draining, self._stopped):
+                book.pop(proc.pid, None)  # whatever an earlier owner of the pid left
+            self.leaders.add(proc.pid, token, cgroup)  # unreaped, so it is still this process
+        except BaseException:  # an interrupt: nobody would know of the workload
+            self._discard(proc, token, cgroup)
+            raise
         return proc.pid
+
+    def _discard(self, proc: subprocess.Popen[bytes], token: str,
+                 cgroup: Path | None) -> None:
+        """Kill a leader that was started but not handed over, and all its processes."""
+        self._children.pop(proc.pid, None)
+        self.leaders.remove(proc.pid)
+        if cgroup is not None:
+            cgroup_start.discard(proc, cgroup)
+            cgroups.remove(cgroup)
+            return
+        # its own group while the leader is unreaped, and whatever carries its token
+        for pid in procfs.members(token, group=proc.pid) if self.tracked else [proc.pid]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
 
     def _make_cgroup(self, token: str) -> Path | None:
         """A new cgroup for the workload ``token``; None without a root, or where it cannot
@@ -221,7 +222,7 @@ class PopenProcesses:
     def _members(self, pid: int, token: str, *, group: bool, cgroup: Path | None) -> list[int]:
         """The workload's live processes: its cgroup's where it has one, else by its token
         (and the leader's group where ``group``). A leader is in its cgroup from the
-        start: :func:`cgroups.popen` returns once it has joined and exec'd."""
+        start: :func:`cgroup_start.popen` returns once it has joined and exec'd."""
         found = cgroups.procs(cgroup) if cgroup is not None else None
         if found is None:
             return procfs.members(token, pid if group else None) if self.tracked else []
