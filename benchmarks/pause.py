@@ -184,9 +184,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
     os.environ.pop(procfs.TOKEN_VAR, None)
-    mount, own = cgroups.mountpoint(), cgroups.own_path()
-    root = (mount / own.lstrip("/") / f"cotenant-bench-{secrets.token_hex(4)}"
-            if mount is not None and own is not None else None)
+    own = cgroups.own_dir()
+    root = own / f"cotenant-bench-{secrets.token_hex(4)}" if own is not None else None
     if root is not None and not cgroup_start.usable(root):
         root = None
     try:

@@ -26,10 +26,10 @@ from .test_local_processes import check_interrupted_start, check_start_failures,
 
 
 def _test_root() -> Path | None:
-    mount, own = cgroups.mountpoint(), cgroups.own_path()
-    if mount is None or own is None or not procfs.available():
+    own = cgroups.own_dir()
+    if own is None or not procfs.available():
         return None
-    root = mount / own.lstrip("/") / f"cotenant-test-{secrets.token_hex(4)}"
+    root = own / f"cotenant-test-{secrets.token_hex(4)}"
     if not cgroup_start.usable(root):
         return None
     root.rmdir()  # made by the fixture, for the tests that run
@@ -429,6 +429,17 @@ def test_the_mount_and_own_cgroup_are_read_from_proc(tmp_path: Path) -> None:
     own.write_text("4:memory:/x\n0::/system.slice/cotenant-agent.service\n")
     assert cgroups.own_path(own) == "/system.slice/cotenant-agent.service"
     assert cgroups.own_path(tmp_path / "missing") is None
+    mountinfo.write_text("36 25 0:31 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+    assert cgroups.own_dir(mountinfo, own) == Path(
+        "/sys/fs/cgroup/system.slice/cotenant-agent.service")
+    # a container that sees only its own subtree mounted, while /proc names the host's path
+    mountinfo.write_text("36 25 0:31 /kubepods/pod1 /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+    own.write_text("0::/kubepods/pod1/agent\n")
+    assert cgroups.own_dir(mountinfo, own) == Path("/sys/fs/cgroup/agent")
+    own.write_text("0::/../../elsewhere\n")  # outside its cgroup namespace
+    assert cgroups.own_dir(mountinfo, own) is None
+    own.write_text("0::/kubepods/pod2\n")  # not below what is mounted
+    assert cgroups.own_dir(mountinfo, own) is None
     assert cgroup_start.open_root("off", tmp_path) is None
     assert not cgroup_start.usable(tmp_path / "plain")  # not inside a cgroup: not even made
     assert not os.path.exists(tmp_path / "plain")

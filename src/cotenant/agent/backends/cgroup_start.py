@@ -35,8 +35,7 @@ from typing import Any
 from cotenant.agent.backends.cgroups import (
     DEFAULT_NAME,
     kill,
-    mountpoint,
-    own_path,
+    own_dir,
     procs,
     remove,
 )
@@ -116,10 +115,10 @@ def open_root(spec: str, state_dir: Path) -> Path | None:
     if spec == "off":
         return None
     if spec == "auto":
-        mount, own = mountpoint(), own_path()
-        if mount is None or own is None:
+        own = own_dir()
+        if own is None:
             return None
-        root = mount / own.lstrip("/") / default_name(state_dir)
+        root = own / default_name(state_dir)
         return root if usable(root) else None
     root = Path(spec).absolute()
     if not usable(root):

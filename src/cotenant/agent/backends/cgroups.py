@@ -24,11 +24,14 @@ import os
 import re
 import signal
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 DEFAULT_NAME = "cotenant-workloads"
 NAME = re.compile(r"[0-9a-f]{24}")
 """A workload cgroup's name: its token (``secrets.token_hex(12)``)."""
+MOUNTINFO = Path("/proc/self/mountinfo")
+OWN = Path("/proc/self/cgroup")
+
 
 def _unescape(field: str) -> str:
     """A path from ``/proc/self/mountinfo``, where space, tab, newline and backslash are
@@ -38,25 +41,46 @@ def _unescape(field: str) -> str:
     return field
 
 
-def mountpoint(mountinfo: Path = Path("/proc/self/mountinfo")) -> Path | None:
-    """Where the cgroup v2 hierarchy is mounted (``/sys/fs/cgroup``, or
-    ``/sys/fs/cgroup/unified`` on a hybrid host); None where it is not."""
+def _mount(mountinfo: Path) -> tuple[Path, str] | None:
+    """The first cgroup v2 mount: (where it is mounted, the path within the hierarchy that
+    is mounted there: ``/`` unless a container was given a subtree)."""
     with contextlib.suppress(OSError):
         for line in mountinfo.read_text(encoding="utf-8", errors="replace").splitlines():
             mount, sep, rest = line.partition(" - ")
             fields = mount.split()
             if sep and len(fields) > 4 and rest.split()[:1] == ["cgroup2"]:
-                return Path(_unescape(fields[4]))
+                return Path(_unescape(fields[4])), _unescape(fields[3])
     return None
 
 
-def own_path(cgroup: Path = Path("/proc/self/cgroup")) -> str | None:
-    """The agent's own cgroup v2, relative to the mount (``/`` at the top)."""
+def mountpoint(mountinfo: Path = MOUNTINFO) -> Path | None:
+    """Where the cgroup v2 hierarchy is mounted (``/sys/fs/cgroup``, or
+    ``/sys/fs/cgroup/unified`` on a hybrid host); None where it is not."""
+    found = _mount(mountinfo)
+    return found[0] if found else None
+
+
+def own_path(cgroup: Path = OWN) -> str | None:
+    """The agent's own cgroup v2 as ``/proc/self/cgroup`` names it (``/`` at the top)."""
     with contextlib.suppress(OSError):
         for line in cgroup.read_text(encoding="utf-8", errors="replace").splitlines():
             if line.startswith("0::"):
                 return line[3:].strip()
     return None
+
+
+def own_dir(mountinfo: Path = MOUNTINFO, cgroup: Path = OWN) -> Path | None:
+    """The agent's own cgroup v2 as a directory: the mount point, then the agent's path
+    below the root of what is mounted there (a container may see only its own subtree
+    mounted while ``/proc/self/cgroup`` names the host's whole path). None without a mount,
+    or where the agent's cgroup is not below it (outside its cgroup namespace: ``/..``)."""
+    found, own = _mount(mountinfo), own_path(cgroup)
+    if found is None or own is None:
+        return None
+    path, root = PurePosixPath(own), PurePosixPath(found[1])
+    if ".." in path.parts or not path.is_relative_to(root):
+        return None
+    return found[0] / path.relative_to(root)
 
 
 def is_workload_cgroup(path: Path, mount: Path | None) -> bool:
