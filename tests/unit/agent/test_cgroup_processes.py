@@ -22,7 +22,12 @@ from cotenant.agent.backends.base import ProcState
 from cotenant.agent.backends.local import PopenProcesses
 from cotenant.errors import InputError, PermanentError, TemporaryError
 
-from .test_local_processes import check_interrupted_start, check_start_failures, wait_for
+from .test_local_processes import (
+    check_drain_keeps_its_checkpoint,
+    check_interrupted_start,
+    check_start_failures,
+    wait_for,
+)
 
 
 def _test_root() -> Path | None:
@@ -446,3 +451,9 @@ def test_the_mount_and_own_cgroup_are_read_from_proc(tmp_path: Path) -> None:
     (tmp_path / "dir").mkdir()
     assert not cgroup_start.usable(tmp_path / "dir")  # a plain directory has no cgroup files
     assert list((tmp_path / "dir").iterdir()) == []  # the probe removed
+
+
+@needs_cgroups
+def test_a_drain_is_not_frozen_or_signalled_twice(
+        procs: PopenProcesses, tmp_path: Path) -> None:
+    check_drain_keeps_its_checkpoint(procs, tmp_path)

@@ -319,3 +319,24 @@ def check_interrupted_start(procs: PopenProcesses, tmp_path: Path,
 def test_an_interrupted_start_leaves_nothing_running(
         procs: PopenProcesses, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     check_interrupted_start(procs, tmp_path, monkeypatch)
+
+
+def check_drain_keeps_its_checkpoint(procs: PopenProcesses, tmp_path: Path) -> None:
+    """The leader is gone and its worker checkpoints on the drain's SIGTERM: the workload
+    still counts as running, so a guard may pause it or a stop send SIGTERM again; neither
+    may cut the checkpoint (a frozen worker would wait for the SIGKILL)."""
+    procs.drain_grace_s = 4.0
+    pid, worker = start(procs, launcher(CHECKPOINTER, new_session=True),
+                        {"CKPT": str(tmp_path / "ckpt")})
+    assert wait_for(lambda: catches_sigterm(worker))
+    os.kill(pid, signal.SIGKILL)
+    assert wait_for(lambda: state(pid) is None)
+    assert procs.poll(pid).state is ProcState.RUNNING  # the drain's SIGTERM goes out
+    for signum in (signal.SIGSTOP, signal.SIGTERM):
+        procs.send_signal(pid, signum)
+    assert wait_for(lambda: exited(procs, pid), timeout_s=3.0)  # before the SIGKILL
+    assert (tmp_path / "ckpt").read_text() == "done"
+
+
+def test_a_drain_is_not_paused_or_signalled_twice(procs: PopenProcesses, tmp_path: Path) -> None:
+    check_drain_keeps_its_checkpoint(procs, tmp_path)

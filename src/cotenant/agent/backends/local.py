@@ -239,7 +239,11 @@ class PopenProcesses:
     def send_signal(self, pid: int, signum: int) -> None:
         """Signal every process of the workload ``pid`` leads (see the class docstring); a
         workload with none left is a no-op. A SIGSTOP looks again for processes started
-        while it was being sent, a few times."""
+        while it was being sent, a few times. A workload whose leader has exited and whose
+        rest drains already has its SIGTERM: a pause, or another SIGTERM, would only cut
+        its checkpoints short (a guard may yet pause it: it still counts as running)."""
+        if pid in self._draining and signum in (signal.SIGSTOP, signal.SIGTERM, signal.SIGINT):
+            return
         child = self._children.get(pid)
         entry = self.leaders.get(pid)
         if signum in (signal.SIGTERM, signal.SIGINT) and (child or entry):
