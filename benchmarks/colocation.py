@@ -9,8 +9,8 @@
 * ``scale``: 20,000 synthetic online GPUs x 24 h x 1 min, MuxFlow (the matching is the hot
   path), wall time against the 60 s target.
 * ``frontier``: the real run's workload, MuxFlow and every setting of the static baselines
-  (online share, admitted peak load, memory limit): offline throughput against SLO
-  violations.
+  (online share, admitted peak load or another quantile of it, memory limit): offline
+  throughput against SLO violations.
 * ``sweep``: the real run with the duty cycles scaled by 1-4x (a busier online fleet).
 * ``restart``: the real run as the offline start-up time (paid on placement and on every MPS
   share change) goes from 0 to 60 s, and with shares changed in place (30 s starts only).
@@ -21,7 +21,8 @@
     .venv/bin/python benchmarks/colocation.py            # real + scale
     .venv/bin/python benchmarks/colocation.py --only scale
     .venv/bin/python benchmarks/colocation.py --only sensitivity   # guard reaction x window
-    .venv/bin/python benchmarks/colocation.py --only frontier [--load-scale 3]
+    .venv/bin/python benchmarks/colocation.py --only frontier [--load-scale 3] \
+        [--admit-quantiles 1 0.99 0.9]
     .venv/bin/python benchmarks/colocation.py --only sweep
     .venv/bin/python benchmarks/colocation.py --only restart   # offline start-up time
     .venv/bin/python benchmarks/colocation.py --only seeds --seeds 5
@@ -162,9 +163,11 @@ def _real_workload(seed: int, load_scale: float = 1.0) -> ColocationWorkload:
     )
 
 
-def frontier_run(seed: int, load_scale: float = 1.0) -> dict[str, object]:
+def frontier_run(
+    seed: int, load_scale: float = 1.0, quantiles: tuple[float, ...] = (1.0,)
+) -> dict[str, object]:
     t0 = time.perf_counter()
-    points = frontier(_real_workload(seed, load_scale), seed)
+    points = frontier(_real_workload(seed, load_scale), seed, quantiles=quantiles)
     mux = next(p for p in points if p.policy == "muxflow")
     budgets = (mux.slo_violation_pct, 0.5, 1.0, 2.0)
     best = {
@@ -178,6 +181,7 @@ def frontier_run(seed: int, load_scale: float = 1.0) -> dict[str, object]:
     }
     return {
         "load_scale": load_scale,
+        "admit_quantiles": list(quantiles),
         "points": [vars(p) for p in points],
         "pareto": [f"{p.policy} {p.setting}" for p in pareto(points)],
         "muxflow": vars(mux),
@@ -258,6 +262,10 @@ def main() -> None:
     parser.add_argument(
         "--load-scale", type=float, default=1.0, help="--only frontier: duty cycles times this"
     )
+    parser.add_argument(
+        "--admit-quantiles", type=float, nargs="+", default=[1.0],
+        help="--only frontier: admit the baselines by these quantiles of the load (1: peak)",
+    )
     args = parser.parse_args()
     out: dict[str, object] = {
         "machine": f"{platform.platform()}, {os.cpu_count()} CPUs, {platform.python_version()}",
@@ -271,7 +279,8 @@ def main() -> None:
     if args.only == "sensitivity":
         out["sensitivity"] = sensitivity(args.seed)
     if args.only == "frontier":
-        out["frontier"] = frontier_run(args.seed, args.load_scale)
+        out["frontier"] = frontier_run(args.seed, args.load_scale,
+                                       tuple(args.admit_quantiles))
     if args.only == "sweep":
         out["sweep"] = sweep(args.seed)
     if args.only == "restart":

@@ -92,6 +92,12 @@ def colocation(
     run_frontier: Annotated[
         bool, typer.Option("--frontier", help="offline work against SLO violations instead")
     ] = False,
+    admit_quantiles: Annotated[
+        list[float] | None,
+        typer.Option("--admit-quantile", help="--frontier: admit the baselines by this "
+                     "quantile of each service's load (repeat for several; default 1 = the "
+                     "peak; 0.99 helps where nearly every service peaks at 1)"),
+    ] = None,
     json_out: JsonOpt = False,
     out: OutOpt = None,
 ) -> None:
@@ -125,8 +131,16 @@ def colocation(
         if policy or mps_share != 50:
             raise InputError("--frontier", "runs every policy setting itself",
                              hint="leave out -p/--policy and --mps-share")
-        _frontier(work, seed, config, settings_out, notes, json_out, out, err)
+        quantiles = tuple(admit_quantiles or (1.0,))
+        for q in quantiles:
+            if not 0.0 < q <= 1.0:
+                raise InputError("--admit-quantile", f"{q:g} must be in (0, 1]")
+        settings_out["admission quantiles"] = ", ".join(f"{q:g}" for q in quantiles)
+        _frontier(work, seed, config, quantiles, settings_out, notes, json_out, out, err)
         return
+    if admit_quantiles:
+        raise InputError("--admit-quantile", "is a --frontier setting",
+                         hint="add --frontier, or leave it out")
     settings_out["mps-fixed online share (%)"] = mps_share
     runs: list[ColocationRun] = []
     with _progress(err, json_out) as progress:
@@ -214,16 +228,16 @@ def _workload(
 
 def _frontier(
     work: ColocationWorkload, seed: int, config: ColocationConfig,
-    settings_out: dict[str, object], notes: list[str], json_out: bool, out: Path | None,
-    err: Console,
+    quantiles: tuple[float, ...], settings_out: dict[str, object], notes: list[str],
+    json_out: bool, out: Path | None, err: Console,
 ) -> None:
     with _progress(err, json_out) as progress:
-        task = progress.add_task("frontier", total=len(settings()))
+        task = progress.add_task("frontier", total=len(settings(quantiles=quantiles)))
 
         def advance(name: str, label: str) -> None:
             progress.update(task, advance=1, description=f"{name} {label}")
 
-        points = frontier(work, seed, config, on_run=advance)
+        points = frontier(work, seed, config, on_run=advance, quantiles=quantiles)
     notes.extend(_verdict(points))
     if json_out:
         typer.echo(json.dumps({"settings": settings_out, "points": [vars(p) for p in points],

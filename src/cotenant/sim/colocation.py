@@ -199,7 +199,7 @@ def run_colocation(
     throttles = evictions = ooms = starts = restarts = 0
     starting = np.zeros(n)  # seconds the offline process on each GPU still needs to start
     prev_load = work.load[work.series, 0]
-    admitted = work.peak_load <= pol.max_peak_load
+    admitted = work.load_quantile(pol.admit_quantile) <= pol.max_peak_load
     for t in range(steps):
         load = work.load[work.series, t]
         on_mem = work.online_memory_at(t)

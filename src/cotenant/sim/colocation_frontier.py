@@ -4,7 +4,8 @@ A single run compares policies at whatever violation rate their defaults give: t
 gets more offline work done than MuxFlow on a lightly loaded fleet, at many more missed SLOs.
 The fair question is how much offline work each policy delivers *at a given violation rate*.
 The static baselines have levers for fewer violations: share fewer GPUs (admit only services
-whose peak load is at most ``max_peak_load``), place offline jobs under a hard memory limit
+whose peak load, or another quantile of it, is at most ``max_peak_load``), place offline
+jobs under a hard memory limit
 below the online peak (``memory_limit``: no online out-of-memory, fewer GPUs with room) and,
 for fixed-split MPS, give the online side a bigger share. :func:`frontier` runs every
 setting on one workload and seed, :func:`pareto` keeps the settings no other setting of the
@@ -52,26 +53,32 @@ class FrontierPoint:
 
 
 def settings(
-    shares: Sequence[int] = DEFAULT_SHARES, peaks: Sequence[float] = DEFAULT_PEAKS
+    shares: Sequence[int] = DEFAULT_SHARES, peaks: Sequence[float] = DEFAULT_PEAKS,
+    quantiles: Sequence[float] = (1.0,),
 ) -> list[tuple[str, ColocationPolicy]]:
     """Every (label, policy) the frontier runs: MuxFlow as it is; time slicing per admitted
-    peak, and fixed-split MPS per online share and admitted peak, each without and with a
-    memory limit."""
-    if not shares or not peaks:
-        raise InputError("frontier", "needs at least one share and one peak load")
+    load, and fixed-split MPS per online share and admitted load, each without and with a
+    memory limit. The admitted load is a threshold on each of ``quantiles`` of the service's
+    load (1.0: its peak, labelled ``peak<=``; 0.99: ``p99<=``)."""
+    if not shares or not peaks or not quantiles:
+        raise InputError("frontier", "needs at least one share, peak load and quantile")
     out = [("default", COLOCATION.create("muxflow"))]
     for lim in (False, True):
         tag = " mem-limit" if lim else ""
-        out += [
-            (f"peak<={p:g}{tag}",
-             COLOCATION.create("time-slicing", max_peak_load=p, memory_limit=lim))
-            for p in peaks
-        ]
-        out += [
-            (f"share={s}% peak<={p:g}{tag}",
-             COLOCATION.create("mps-fixed", share=s, max_peak_load=p, memory_limit=lim))
-            for s in shares for p in peaks
-        ]
+        for q in quantiles:
+            stat = "peak" if q >= 1.0 else f"p{100 * q:g}"
+            out += [
+                (f"{stat}<={p:g}{tag}",
+                 COLOCATION.create("time-slicing", max_peak_load=p, memory_limit=lim,
+                                   admit_quantile=q))
+                for p in peaks
+            ]
+            out += [
+                (f"share={s}% {stat}<={p:g}{tag}",
+                 COLOCATION.create("mps-fixed", share=s, max_peak_load=p, memory_limit=lim,
+                                   admit_quantile=q))
+                for s in shares for p in peaks
+            ]
     return out
 
 
@@ -82,10 +89,11 @@ def frontier(
     shares: Sequence[int] = DEFAULT_SHARES,
     peaks: Sequence[float] = DEFAULT_PEAKS,
     on_run: Callable[[str, str], None] | None = None,
+    quantiles: Sequence[float] = (1.0,),
 ) -> list[FrontierPoint]:
     """Run every setting of :func:`settings` on ``work`` with ``seed``."""
     points = []
-    for label, policy in settings(shares, peaks):
+    for label, policy in settings(shares, peaks, quantiles):
         if on_run is not None:
             on_run(policy.name, label)
         run = run_colocation(work, policy, seed, config or ColocationConfig())

@@ -120,6 +120,14 @@ class ColocationWorkload:
         """Each online service's highest duty cycle over the horizon."""
         return np.asarray(self.load.max(axis=1)[self.series], dtype=np.float64)
 
+    def load_quantile(self, q: float) -> FloatArray:
+        """Each online service's duty cycle that ``q`` of the horizon stays at or below (the
+        peak at 1.0)."""
+        if q >= 1.0:
+            return self.peak_load
+        per_series = np.quantile(self.load, q, axis=1, method="inverted_cdf")
+        return np.asarray(per_series[self.series], dtype=np.float64)
+
 
 def _gpu_memory(cluster: Cluster) -> FloatArray:
     mem = []

@@ -71,6 +71,29 @@ def test_frontier_reports_every_setting_and_the_verdict(
     assert (tmp_path / "frontier.json").exists()
 
 
+def test_frontier_admits_by_the_quantiles_asked_for(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(
+        capsys, "simulate", "colocation", "--gpus", "20", "--hours", "0.25", "--frontier",
+        "--admit-quantile", "1", "--admit-quantile", "0.99", "--json",
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["settings"]["admission quantiles"] == "1, 0.99"
+    settings = [p["setting"] for p in data["points"]]
+    assert len(settings) == 1 + 2 * 2 * len(DEFAULT_PEAKS) * (1 + len(DEFAULT_SHARES))
+    assert "p99<=0.9 mem-limit" in settings
+    assert "share=50% peak<=0.9" in settings
+    for argv, needle in ((["--frontier", "--admit-quantile", "1.5"], "(0, 1]"),
+                         (["--admit-quantile", "0.9"], "is a --frontier setting")):
+        code, _, err = run(capsys, "simulate", "colocation", *argv)
+        assert code == 2
+        assert "--admit-quantile" in err
+        assert needle in err
+        assert len(err.strip().splitlines()) == 1
+
+
 def test_arrivals_and_load_scale_reach_the_workload(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -162,6 +162,28 @@ def test_static_admission_shares_only_gpus_whose_peak_is_low_enough(
     assert none.running.sum() == 0
 
 
+def test_admission_by_a_quantile_of_the_load(work: ColocationWorkload) -> None:
+    """Below 1 the admission compares the load a service stays at or below for that share of
+    the run: never above its peak, so at one threshold it admits at least as many GPUs."""
+    p90 = work.load_quantile(0.9)
+    assert np.array_equal(work.load_quantile(1.0), work.peak_load)
+    assert np.all(p90 <= work.peak_load)
+    series = work.load[work.series]
+    assert np.all(np.mean(series <= p90[:, None], axis=1) >= 0.9)  # at or below, 90% of it
+    assert np.all(np.mean(series < p90[:, None], axis=1) < 0.9)  # and the least such load
+    cut = float(np.median(p90))
+    admitted = p90 <= cut
+    assert admitted.sum() > (work.peak_load <= cut).sum()
+    seen: list[IntervalState] = []
+    policy = COLOCATION.create("time-slicing", max_peak_load=cut, admit_quantile=0.9)
+    run_colocation(work, policy, 5, on_interval=seen.append)
+    used = np.any([s.offline_job >= 0 for s in seen], axis=0)
+    assert used.any()
+    assert not np.any(used & ~admitted)
+    with pytest.raises(InputError, match="admit_quantile"):
+        COLOCATION.create("mps-fixed", admit_quantile=0.0)
+
+
 def test_completion_time_counts_from_each_jobs_arrival(work: ColocationWorkload) -> None:
     # one job of one interval's work arriving at interval 7 on an idle online GPU
     k = 7

@@ -52,6 +52,12 @@ def test_settings_cover_muxflow_and_each_baseline_knob() -> None:
     assert all(p.memory_limit == label.endswith("mem-limit") for label, p in baselines)
     with pytest.raises(InputError, match="frontier"):
         settings((), (1.0,))
+    both = settings((50,), (0.5,), quantiles=(1.0, 0.99))
+    assert [label for label, _ in both] == [
+        "default", "peak<=0.5", "share=50% peak<=0.5", "p99<=0.5", "share=50% p99<=0.5",
+        "peak<=0.5 mem-limit", "share=50% peak<=0.5 mem-limit", "p99<=0.5 mem-limit",
+        "share=50% p99<=0.5 mem-limit"]
+    assert [p.admit_quantile for _, p in both[1:5]] == [1.0, 1.0, 0.99, 0.99]
 
 
 def test_frontier_points_are_the_runs_totals() -> None:
