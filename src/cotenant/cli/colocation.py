@@ -107,6 +107,13 @@ def colocation(
     synthetic workload (2,000 online GPUs fitted to openb, synthetic GenAI duty cycles).
     """
     names = [COLOCATION.canonical(n) for n in (policy or COLOCATION_POLICIES)]
+    if admit_quantiles and not run_frontier:  # checked before the workload is built
+        raise InputError("--admit-quantile", "is a --frontier setting",
+                         hint="add --frontier, or leave it out")
+    quantiles = tuple(admit_quantiles or (1.0,))
+    for q in quantiles:
+        if not 0.0 < q <= 1.0:
+            raise InputError("--admit-quantile", f"{q:g} must be in (0, 1]")
     rng = np.random.default_rng(seed)
     notes: list[str] = []
     work = _workload(pods, nodes, load, memory, rng, hours, gpus, offline_demand, arrivals,
@@ -131,16 +138,9 @@ def colocation(
         if policy or mps_share != 50:
             raise InputError("--frontier", "runs every policy setting itself",
                              hint="leave out -p/--policy and --mps-share")
-        quantiles = tuple(admit_quantiles or (1.0,))
-        for q in quantiles:
-            if not 0.0 < q <= 1.0:
-                raise InputError("--admit-quantile", f"{q:g} must be in (0, 1]")
         settings_out["admission quantiles"] = ", ".join(f"{q:g}" for q in quantiles)
         _frontier(work, seed, config, quantiles, settings_out, notes, json_out, out, err)
         return
-    if admit_quantiles:
-        raise InputError("--admit-quantile", "is a --frontier setting",
-                         hint="add --frontier, or leave it out")
     settings_out["mps-fixed online share (%)"] = mps_share
     runs: list[ColocationRun] = []
     with _progress(err, json_out) as progress:
