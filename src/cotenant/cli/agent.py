@@ -124,16 +124,18 @@ def run(
     server = AgentServer((host, port), service, token)
     thread = threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True)
     thread.start()
-    typer.echo(f"cotenant agent: {backend} backend, {len(node.gpus())} GPUs, API on "
-               f"http://{host}:{server.server_address[1]} (token in "
-               f"{token_file or state_dir / 'token'}), state in {state_dir}")
-    if backend == "nvml":
-        typer.echo("cotenant agent: workload processes found by "
-                   + (f"their cgroup below {root}" if root else "process group and token"))
-    count = 0
+    # The handlers go in before the banner: whoever waits for the banner (systemd, a test) may
+    # signal at once, and a signal before them would kill the agent mid-way.
     stop = StopRequest()
     previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
+    count = 0
     try:
+        typer.echo(f"cotenant agent: {backend} backend, {len(node.gpus())} GPUs, API on "
+                   f"http://{host}:{server.server_address[1]} (token in "
+                   f"{token_file or state_dir / 'token'}), state in {state_dir}")
+        if backend == "nvml":
+            typer.echo("cotenant agent: workload processes found by "
+                       + (f"their cgroup below {root}" if root else "process group and token"))
         while not stop.requested and (ticks == 0 or count < ticks):
             service.tick()
             count += 1
