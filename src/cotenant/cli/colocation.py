@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 
 from cotenant.cli.options import JsonOpt, NodesOpt, OutOpt, PodsOpt
 from cotenant.errors import InputError
-from cotenant.policies.colocation import COLOCATION
+from cotenant.policies.colocation import COLOCATION, ColocationPolicy
 from cotenant.report.html import write_report
 from cotenant.report.plots import colocation_plot, frontier_plot
 from cotenant.report.tables import (
@@ -28,7 +28,13 @@ from cotenant.report.tables import (
     frontier_rows,
     frontier_table,
 )
-from cotenant.sim.colocation import ColocationConfig, ColocationRun, run_colocation
+from cotenant.sim.colocation import (
+    P99_TAIL,
+    ColocationConfig,
+    ColocationRun,
+    guard_in_time,
+    run_colocation,
+)
 from cotenant.sim.colocation_faults import FaultRates
 from cotenant.sim.colocation_frontier import FrontierPoint, best_within, frontier, settings
 from cotenant.sim.colocation_workload import (
@@ -89,6 +95,15 @@ def colocation(
         float, typer.Option(min=0.0, help="seconds a running offline job is down when its MPS "
                             "share changes (a restart; 0 = shares change in place)")
     ] = 30.0,
+    guard_reaction_s: Annotated[
+        float, typer.Option(min=0.0, help="seconds MuxFlow's compute guard takes to act on a "
+                            "p99 rise (an assumption; from 1% of an interval, 0.6 s at 1 min, "
+                            "an interval whose p99 crossed the SLO stays a violation)")
+    ] = 0.5,
+    load_window: Annotated[
+        int, typer.Option(min=1, help="MuxFlow's shares and matching follow the peak load of "
+                          "this many past intervals")
+    ] = 1,
     run_frontier: Annotated[
         bool, typer.Option("--frontier", help="offline work against SLO violations instead")
     ] = False,
@@ -121,6 +136,8 @@ def colocation(
     config = ColocationConfig(faults=FaultRates().scaled(fault_scale),
                               offline_start_s=offline_start_s,
                               share_change_s=share_change_s)
+    mux = COLOCATION.create("muxflow", guard_reaction_s=guard_reaction_s,
+                            load_window=load_window)
     settings_out: dict[str, object] = {
         "workload": work.description,
         "online GPUs": work.gpus,
@@ -131,15 +148,19 @@ def colocation(
         "seed": seed,
         "offline start (s)": offline_start_s,
         "share change (s)": share_change_s,
+        "MuxFlow guard reaction (s)": guard_reaction_s,
+        "MuxFlow load window (intervals)": load_window,
         "rejected": work.rejected or "none",
     }
+    if run_frontier or "muxflow" in names:
+        notes.append(_guard_note(guard_reaction_s, work.interval_s))
     err = Console(stderr=True)
     if run_frontier:
         if policy or mps_share != 50:
             raise InputError("--frontier", "runs every policy setting itself",
                              hint="leave out -p/--policy and --mps-share")
         settings_out["admission quantiles"] = ", ".join(f"{q:g}" for q in quantiles)
-        _frontier(work, seed, config, quantiles, settings_out, notes, json_out, out, err)
+        _frontier(work, seed, config, quantiles, mux, settings_out, notes, json_out, out, err)
         return
     settings_out["mps-fixed online share (%)"] = mps_share
     runs: list[ColocationRun] = []
@@ -149,7 +170,7 @@ def colocation(
             progress.update(task, description=name)
             chosen = (
                 COLOCATION.create(name, share=mps_share) if name == "mps-fixed"
-                else COLOCATION.create(name)
+                else mux if name == "muxflow" else COLOCATION.create(name)
             )
             runs.append(run_colocation(work, chosen, seed, config,
                                        on_interval=lambda _s: progress.advance(task)))
@@ -228,8 +249,8 @@ def _workload(
 
 def _frontier(
     work: ColocationWorkload, seed: int, config: ColocationConfig,
-    quantiles: tuple[float, ...], settings_out: dict[str, object], notes: list[str],
-    json_out: bool, out: Path | None, err: Console,
+    quantiles: tuple[float, ...], mux: ColocationPolicy, settings_out: dict[str, object],
+    notes: list[str], json_out: bool, out: Path | None, err: Console,
 ) -> None:
     with _progress(err, json_out) as progress:
         task = progress.add_task("frontier", total=len(settings(quantiles=quantiles)))
@@ -237,7 +258,8 @@ def _frontier(
         def advance(name: str, label: str) -> None:
             progress.update(task, advance=1, description=f"{name} {label}")
 
-        points = frontier(work, seed, config, on_run=advance, quantiles=quantiles)
+        points = frontier(work, seed, config, on_run=advance, quantiles=quantiles,
+                          muxflow=mux)
     notes.extend(_verdict(points))
     if json_out:
         typer.echo(json.dumps({"settings": settings_out, "points": [vars(p) for p in points],
@@ -259,6 +281,17 @@ def _frontier(
                        indent=2, default=str)
         )
         err.print(f"report: {page}")
+
+
+def _guard_note(reaction_s: float, interval_s: float) -> str:
+    """What MuxFlow's SLO figures assume of its guard, in one line."""
+    limit = P99_TAIL * interval_s
+    if guard_in_time(reaction_s, interval_s):
+        return (f"MuxFlow's SLO figures assume its guard acts within {reaction_s:g} s, under "
+                f"{limit:g} s ({P99_TAIL:.0%} of an interval); a slower guard leaves every "
+                "interval whose p99 crossed the SLO a violation (--guard-reaction-s)")
+    return (f"MuxFlow's guard acts after {reaction_s:g} s, {limit:g} s ({P99_TAIL:.0%} of an "
+            "interval) or more: an interval whose p99 crossed the SLO stays a violation")
 
 
 def _verdict(points: list[FrontierPoint]) -> list[str]:

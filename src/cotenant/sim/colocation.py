@@ -71,6 +71,16 @@ _MEM_UTIL = np.asarray(mps.TRAINING_MEM_UTIL)
 _OFF_UTIL = np.asarray(mps.TRAINING_GPU_UTIL)
 
 
+P99_TAIL = 0.01
+"""The share of an interval's requests above its p99: a guard slower than this share of the
+interval leaves the interval's p99 at the level before it acted."""
+
+
+def guard_in_time(reaction_s: float, interval_s: float) -> bool:
+    """Whether a guard acting ``reaction_s`` after a p99 rise saves the interval's p99."""
+    return reaction_s / interval_s < P99_TAIL
+
+
 def _uniform(gpus: IntArray, jobs: IntArray) -> FloatArray:
     """Equal weights: the baselines take any memory-feasible pairing (maximum cardinality)."""
     return np.ones((len(gpus), len(jobs)))
@@ -264,8 +274,8 @@ def run_colocation(
             inter = np.where(evict, 1.0, inter)
             after = mps.p99_ms(load, share / 100.0, serial, l100, inter)
             # the interval misses its p99 only if the late reaction alone spoils 1% of it
-            quick = pol.guard_reaction_s / work.interval_s < 0.01
-            over = np.where(risk & quick, after > work.slo_ms, over)
+            if guard_in_time(pol.guard_reaction_s, work.interval_s):
+                over = np.where(risk, after > work.slo_ms, over)
             p99 = np.where(risk, after, p99)
         on = has & ~evict
         # MPS fixes a client's share when it starts: a new share is a restart of the client,

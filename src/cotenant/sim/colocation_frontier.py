@@ -55,14 +55,18 @@ class FrontierPoint:
 def settings(
     shares: Sequence[int] = DEFAULT_SHARES, peaks: Sequence[float] = DEFAULT_PEAKS,
     quantiles: Sequence[float] = (1.0,),
+    muxflow: ColocationPolicy | None = None,
 ) -> list[tuple[str, ColocationPolicy]]:
-    """Every (label, policy) the frontier runs: MuxFlow as it is; time slicing per admitted
+    """Every (label, policy) the frontier runs: MuxFlow as it is (``muxflow``, default: the
+    registry's); time slicing per admitted
     load, and fixed-split MPS per online share and admitted load, each without and with a
     memory limit. The admitted load is a threshold on each of ``quantiles`` of the service's
     load (1.0: its peak, labelled ``peak<=``; 0.99: ``p99<=``)."""
     if not shares or not peaks or not quantiles:
         raise InputError("frontier", "needs at least one share, peak load and quantile")
-    out = [("default", COLOCATION.create("muxflow"))]
+    if muxflow is not None and muxflow.name != "muxflow":
+        raise InputError("frontier", f"muxflow= takes a MuxFlow policy, not {muxflow.name!r}")
+    out = [("default", muxflow or COLOCATION.create("muxflow"))]
     for lim in (False, True):
         tag = " mem-limit" if lim else ""
         for q in quantiles:
@@ -90,10 +94,11 @@ def frontier(
     peaks: Sequence[float] = DEFAULT_PEAKS,
     on_run: Callable[[str, str], None] | None = None,
     quantiles: Sequence[float] = (1.0,),
+    muxflow: ColocationPolicy | None = None,
 ) -> list[FrontierPoint]:
     """Run every setting of :func:`settings` on ``work`` with ``seed``."""
     points = []
-    for label, policy in settings(shares, peaks, quantiles):
+    for label, policy in settings(shares, peaks, quantiles, muxflow):
         if on_run is not None:
             on_run(policy.name, label)
         run = run_colocation(work, policy, seed, config or ColocationConfig())

@@ -157,3 +157,47 @@ def test_offline_start_time_is_an_option_and_changes_the_run(
     code, _, err = run(capsys, "simulate", "colocation", "--offline-start-s", "-5")
     assert code == 2
     assert "offline-start-s" in err
+
+
+def test_the_guard_reaction_is_an_option_stated_in_the_notes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def muxflow(*argv: str) -> tuple[dict[str, object], dict[str, float], list[str]]:
+        code, out, _ = run(capsys, "simulate", "colocation", "--gpus", "40", "--hours", "1",
+                           "-p", "muxflow", "--json", *argv)
+        assert code == 0
+        data = json.loads(out)
+        return data["settings"], data["policies"][0], data["notes"]
+
+    settings, fast, notes = muxflow()
+    assert settings["MuxFlow guard reaction (s)"] == 0.5
+    assert settings["MuxFlow load window (intervals)"] == 1
+    assert "assume its guard acts within 0.5 s, under 0.6 s" in notes[-1]
+    settings, slow, notes = muxflow("--guard-reaction-s", "5", "--load-window", "3")
+    assert settings["MuxFlow guard reaction (s)"] == 5.0
+    assert settings["MuxFlow load window (intervals)"] == 3
+    assert "acts after 5 s, 0.6 s (1% of an interval) or more" in notes[-1]
+    assert slow["slo_violation_pct"] > fast["slo_violation_pct"]
+    code, out, _ = run(capsys, "simulate", "colocation", "--gpus", "10", "--hours", "0.25",
+                       "-p", "dedicated", "--json")
+    assert not any("guard" in n for n in json.loads(out)["notes"])  # no MuxFlow, no note
+    code, _, err = run(capsys, "simulate", "colocation", "--guard-reaction-s", "inf")
+    assert code == 2
+    assert "guard_reaction_s inf must be a finite number of seconds" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_the_frontier_runs_muxflow_with_the_guard_asked_for(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def mux_point(reaction: str) -> dict[str, float]:
+        code, out, _ = run(capsys, "simulate", "colocation", "--gpus", "20", "--hours", "0.5",
+                           "--frontier", "--guard-reaction-s", reaction, "--json")
+        assert code == 0
+        point: dict[str, float] = json.loads(out)["points"][0]
+        assert point["policy"] == "muxflow"
+        return point
+
+    fast, slow = mux_point("0.5"), mux_point("5")
+    assert slow["slo_violation_pct"] > fast["slo_violation_pct"]
+    assert slow["offline_throughput"] == fast["offline_throughput"]

@@ -12,7 +12,12 @@ import pytest
 
 from cotenant.errors import InputError
 from cotenant.policies.colocation import COLOCATION
-from cotenant.sim.colocation import ColocationConfig, IntervalState, run_colocation
+from cotenant.sim.colocation import (
+    ColocationConfig,
+    IntervalState,
+    guard_in_time,
+    run_colocation,
+)
 from cotenant.sim.colocation_faults import FAULTS, FaultRates
 from cotenant.sim.colocation_workload import (
     ColocationWorkload,
@@ -346,3 +351,34 @@ def test_only_the_memory_limit_keeps_online_memory_growth_safe(work: ColocationW
     mux = run_colocation(work, "muxflow", 4)
     assert mux.running.sum() > 0
     assert mux.online_ooms == 0
+
+
+def test_a_guard_slower_than_the_p99_tail_leaves_the_violation(work: ColocationWorkload) -> None:
+    """The guard acts on the same intervals at any speed, so offline figures do not move; only
+    when it acts within 1% of the interval (0.6 s of a minute) does the interval keep its p99.
+    """
+    assert guard_in_time(0.59, 60.0)
+    assert not guard_in_time(0.6, 60.0)
+    runs = {
+        s: run_colocation(work, COLOCATION.create("muxflow", guard_reaction_s=s), 1).summary()
+        for s in (0.0, 0.59, 0.6, 5.0)
+    }
+    dedicated = run_colocation(work, "dedicated", 1).summary()
+    fast, slow = runs[0.59], runs[0.6]
+    assert runs[0.0] == fast
+    assert runs[5.0] == slow
+    assert fast["slo_violation_pct"] == dedicated["slo_violation_pct"]
+    assert slow["slo_violation_pct"] > fast["slo_violation_pct"]  # type: ignore[operator]
+    assert slow["throttles"] == fast["throttles"] > 0  # type: ignore[operator]
+    for key in ("offline_throughput", "utilisation_pct", "share_changes", "evictions"):
+        assert slow[key] == fast[key]
+
+
+def test_muxflow_takes_its_guard_reaction_and_load_window() -> None:
+    mux = COLOCATION.create("muxflow", guard_reaction_s=2.0, load_window=15)
+    assert (mux.guard_reaction_s, mux.load_window) == (2.0, 15)
+    for bad in (-0.1, float("inf"), float("nan")):
+        with pytest.raises(InputError, match=r"guard_reaction_s .* finite number of seconds"):
+            COLOCATION.create("muxflow", guard_reaction_s=bad)
+    with pytest.raises(InputError, match="load_window"):
+        COLOCATION.create("muxflow", load_window=0)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from cotenant.errors import InputError
+from cotenant.policies.colocation import COLOCATION
 from cotenant.sim.colocation import run_colocation
 from cotenant.sim.colocation_frontier import (
     FrontierPoint,
@@ -77,3 +78,12 @@ def test_frontier_points_are_the_runs_totals() -> None:
     # a memory limit rules out online out-of-memory: never more violations than without
     lim = ts["peak<=1 mem-limit"]
     assert lim.slo_violation_pct <= ts["peak<=1"].slo_violation_pct
+
+
+def test_the_frontier_runs_the_muxflow_it_is_given() -> None:
+    slow = COLOCATION.create("muxflow", guard_reaction_s=5.0)
+    first = settings(shares=(50,), peaks=(1.0,), muxflow=slow)[0]
+    assert first == ("default", slow)
+    assert settings(shares=(50,), peaks=(1.0,))[0][1] == COLOCATION.create("muxflow")
+    with pytest.raises(InputError, match="takes a MuxFlow policy"):
+        settings(muxflow=COLOCATION.create("time-slicing"))

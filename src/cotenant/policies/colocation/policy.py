@@ -106,6 +106,10 @@ class ColocationPolicy:
             raise InputError(f"policy {self.name}", "max_peak_load must be in [0, 1]")
         if not 0.0 < self.admit_quantile <= 1.0:
             raise InputError(f"policy {self.name}", "admit_quantile must be in (0, 1]")
+        if not 0.0 <= self.guard_reaction_s < float("inf"):
+            raise InputError(f"policy {self.name}",
+                             f"guard_reaction_s {self.guard_reaction_s} must be a finite "
+                             "number of seconds >= 0")
 
     @property
     def shares_gpus(self) -> bool:
@@ -153,9 +157,11 @@ def time_slicing(
 
 @COLOCATION.register("muxflow")
 def muxflow(
-    share: DynamicShare | None = None, guard_threshold: float = 0.95, evict_above: int = 95
+    share: DynamicShare | None = None, guard_threshold: float = 0.95, evict_above: int = 95,
+    guard_reaction_s: float = 0.5, load_window: int = 1,
 ) -> ColocationPolicy:
-    """MuxFlow; ``share`` defaults to :class:`DynamicShare`'s restart-aware defaults."""
+    """MuxFlow; ``share`` defaults to :class:`DynamicShare`'s restart-aware defaults.
+    ``guard_reaction_s`` is the assumption its SLO result rests on (``sim.colocation``)."""
     return ColocationPolicy(
         "muxflow",
         Sharing.MPS,
@@ -165,6 +171,8 @@ def muxflow(
         memory_limit=True,
         guard_threshold=guard_threshold,
         evict_above=evict_above,
+        guard_reaction_s=guard_reaction_s,
+        load_window=load_window,
         online_first=True,
         graceful_signals=True,
         backoff_base=1,
