@@ -36,13 +36,12 @@ import os
 import platform
 import resource
 import time
-from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
-from cotenant.policies.colocation import COLOCATION
+from cotenant.policies.colocation import COLOCATION, ColocationPolicy
 from cotenant.policies.colocation.share import DynamicShare
 from cotenant.sim.colocation import ColocationConfig, run_colocation
 from cotenant.sim.colocation_frontier import best_within, frontier, pareto
@@ -110,7 +109,7 @@ def restart(seed: int) -> list[dict[str, object]]:
     eager = COLOCATION.create("muxflow", share=DynamicShare(margin=0.1, step=5, max_drop=10))
     rows = []
     mux = COLOCATION.create("muxflow")
-    runs = [
+    runs: list[tuple[float, float, tuple[tuple[str, ColocationPolicy], ...]]] = [
         (start, start, (("mps-fixed", COLOCATION.create("mps-fixed")),
                         ("time-slicing", COLOCATION.create("time-slicing")),
                         ("muxflow", mux), ("muxflow eager", eager)))
@@ -131,21 +130,22 @@ def restart(seed: int) -> list[dict[str, object]]:
 
 
 def sensitivity(seed: int) -> list[dict[str, object]]:
-    """MuxFlow on the real run as the guard's reaction time and the load window vary."""
+    """MuxFlow on the real run as the guard's reaction time and the load window vary, then
+    with a 5 s guard (the agent reading the p99 every 5 s) and a floor on the online share."""
     work = _real_workload(seed)
     rows = []
-    for window in (1, 15, 60):
-        for reaction in (0.5, 1.0):
-            policy = replace(
-                COLOCATION.create("muxflow"), load_window=window, guard_reaction_s=reaction
-            )
-            s = run_colocation(work, policy, seed).summary()
-            rows.append({
-                "load_window": window, "guard_reaction_s": reaction,
-                **{k: s[k] for k in ("utilisation_pct", "slo_violation_pct",
-                                     "offline_throughput", "throttles", "evictions",
-                                     "share_changes")},
-            })
+    grid = [(window, reaction, 10) for window in (1, 15, 60) for reaction in (0.5, 1.0)]
+    grid += [(1, 5.0, 10), (1, 5.0, 50), (1, 5.0, 70), (1, 5.0, 90), (15, 5.0, 50),
+             (60, 5.0, 30), (240, 5.0, 10)]
+    for window, reaction, floor in grid:
+        policy = COLOCATION.create("muxflow", share=DynamicShare(min_share=floor),
+                                   load_window=window, guard_reaction_s=reaction)
+        s = run_colocation(work, policy, seed).summary()
+        rows.append({
+            "load_window": window, "guard_reaction_s": reaction, "min_online_share": floor,
+            **{k: s[k] for k in ("utilisation_pct", "slo_violation_pct", "offline_throughput",
+                                 "throttles", "evictions", "share_changes")},
+        })
     return rows
 
 

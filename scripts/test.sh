@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up, then run every check: ruff, mypy --strict on src/, import-linter's layer contracts,
-# and the test suite. Extra arguments go to pytest.
+# Set up, then run every check: ruff, mypy --strict on src/ and benchmarks/, import-linter's
+# layer contracts, and the test suite. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh

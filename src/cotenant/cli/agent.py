@@ -28,7 +28,7 @@ from cotenant.agent.service import AgentService
 from cotenant.agent.share import SHARE_POLICIES
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.errors import CotenantError, InputError, UnknownNameError
-from cotenant.policies.colocation.contract import check_share_pct
+from cotenant.policies.colocation.contract import SharePolicy, check_share_pct
 
 app = typer.Typer(help="The node agent: MPS, MIG, workloads, metrics.", no_args_is_help=True)
 
@@ -79,6 +79,11 @@ def run(
         str, typer.Option(help=f"one of: {', '.join(SHARE_POLICIES.names())}, or module:attr")
     ] = "dynamic",
     online_share: Annotated[int, typer.Option(help="static policy: online SM share %")] = 70,
+    min_online_share: Annotated[
+        int | None,
+        typer.Option(help="dynamic policy: the online share never goes below this % (a floor "
+                     "for load bursts the guard sees seconds late; default 10)"),
+    ] = None,
     share_window_s: Annotated[
         float,
         typer.Option(min=0.0, help="the share policy sees the peak load of this many seconds: "
@@ -109,12 +114,8 @@ def run(
     """Run the agent until SIGINT (the fake backend runs anywhere)."""
     if backend not in BACKEND_NAMES:
         raise UnknownNameError("backend", backend, BACKEND_NAMES)
-    check_share_pct(online_share, "--online-share")
     host, port = parse_listen(listen)
-    kwargs: dict[str, object] = {}
-    if ":" not in share_policy and SHARE_POLICIES.canonical(share_policy) == "static":
-        kwargs["online_pct"] = online_share
-    policy = SHARE_POLICIES.create(share_policy, **kwargs)
+    policy = share_policy_of(share_policy, online_share, min_online_share)
     guard = GuardSettings(pause_s=guard_pause_s)
     token = ensure_token(token_file or state_dir / "token")
     root = cgroup_start.open_root(cgroups_, state_dir) if backend == "nvml" else None
@@ -156,6 +157,22 @@ def run(
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # Ctrl-C; systemd stops with SIGTERM
+
+
+def share_policy_of(name: str, online_share: int, min_online_share: int | None) -> SharePolicy:
+    """The share policy ``agent run`` drives: ``--online-share`` goes to the static policy,
+    ``--min-online-share`` to the dynamic one (a plugin, ``module:attr``, takes neither)."""
+    check_share_pct(online_share, "--online-share")
+    builtin = SHARE_POLICIES.canonical(name) if ":" not in name else None
+    kwargs: dict[str, object] = {}
+    if builtin == "static":
+        kwargs["online_pct"] = online_share
+    if min_online_share is not None:
+        if builtin != "dynamic":
+            raise InputError("--min-online-share", f"is a setting of the dynamic share "
+                             f"policy, not {name!r}", hint="use --share-policy dynamic")
+        kwargs["min_share"] = check_share_pct(min_online_share, "--min-online-share")
+    return SHARE_POLICIES.create(name, **kwargs)
 
 
 class StopRequest:

@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from cotenant.cli.options import JsonOpt, NodesOpt, OutOpt, PodsOpt
 from cotenant.errors import InputError
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy
+from cotenant.policies.colocation.share import DynamicShare
 from cotenant.report.html import write_report
 from cotenant.report.plots import colocation_plot, frontier_plot
 from cotenant.report.tables import (
@@ -96,14 +97,21 @@ def colocation(
                             "share changes (a restart; 0 = shares change in place)")
     ] = 30.0,
     guard_reaction_s: Annotated[
-        float, typer.Option(min=0.0, help="seconds MuxFlow's compute guard takes to act on a "
-                            "p99 rise (an assumption; from 1% of an interval, 0.6 s at 1 min, "
-                            "an interval whose p99 crossed the SLO stays a violation)")
-    ] = 0.5,
+        float | None,
+        typer.Option(min=0.0, help="seconds MuxFlow's compute guard takes to act on a p99 "
+                     "rise (an assumption; from 1% of an interval, 0.6 s at 1 min, an interval "
+                     "whose p99 crossed the SLO stays a violation; default 0.5)"),
+    ] = None,
     load_window: Annotated[
-        int, typer.Option(min=1, help="MuxFlow's shares and matching follow the peak load of "
-                          "this many past intervals")
-    ] = 1,
+        int | None,
+        typer.Option(min=1, help="MuxFlow's shares and matching follow the peak load of this "
+                     "many past intervals (default 1)"),
+    ] = None,
+    min_online_share: Annotated[
+        int | None,
+        typer.Option(min=1, max=100, help="MuxFlow's online share never goes below this % (a "
+                     "floor for bursts a slow guard sees late; default 10)"),
+    ] = None,
     run_frontier: Annotated[
         bool, typer.Option("--frontier", help="offline work against SLO violations instead")
     ] = False,
@@ -129,6 +137,12 @@ def colocation(
     for q in quantiles:
         if not 0.0 < q <= 1.0:
             raise InputError("--admit-quantile", f"{q:g} must be in (0, 1]")
+    mux = _muxflow(guard_reaction_s, load_window, min_online_share)
+    given = (guard_reaction_s, load_window, min_online_share)
+    if not run_frontier and "muxflow" not in names and given != (None, None, None):
+        raise InputError("--guard-reaction-s/--load-window/--min-online-share",
+                         "are MuxFlow settings and MuxFlow does not run",
+                         hint="add -p muxflow, or leave them out")
     rng = np.random.default_rng(seed)
     notes: list[str] = []
     work = _workload(pods, nodes, load, memory, rng, hours, gpus, offline_demand, arrivals,
@@ -136,8 +150,6 @@ def colocation(
     config = ColocationConfig(faults=FaultRates().scaled(fault_scale),
                               offline_start_s=offline_start_s,
                               share_change_s=share_change_s)
-    mux = COLOCATION.create("muxflow", guard_reaction_s=guard_reaction_s,
-                            load_window=load_window)
     settings_out: dict[str, object] = {
         "workload": work.description,
         "online GPUs": work.gpus,
@@ -148,12 +160,13 @@ def colocation(
         "seed": seed,
         "offline start (s)": offline_start_s,
         "share change (s)": share_change_s,
-        "MuxFlow guard reaction (s)": guard_reaction_s,
-        "MuxFlow load window (intervals)": load_window,
+        "MuxFlow guard reaction (s)": mux.guard_reaction_s,
+        "MuxFlow load window (intervals)": mux.load_window,
+        "MuxFlow minimum online share (%)": getattr(mux.share, "min_share", None),
         "rejected": work.rejected or "none",
     }
     if run_frontier or "muxflow" in names:
-        notes.append(_guard_note(guard_reaction_s, work.interval_s))
+        notes.append(_guard_note(mux.guard_reaction_s, work.interval_s))
     err = Console(stderr=True)
     if run_frontier:
         if policy or mps_share != 50:
@@ -195,6 +208,20 @@ def colocation(
             json.dumps({"settings": settings_out, "policies": rows}, indent=2, default=str)
         )
         err.print(f"report: {page}")
+
+
+def _muxflow(
+    guard_reaction_s: float | None, load_window: int | None, min_online_share: int | None
+) -> ColocationPolicy:
+    """MuxFlow with the settings given on the command line, the registry's defaults else."""
+    kwargs: dict[str, object] = {}
+    if guard_reaction_s is not None:
+        kwargs["guard_reaction_s"] = guard_reaction_s
+    if load_window is not None:
+        kwargs["load_window"] = load_window
+    if min_online_share is not None:
+        kwargs["share"] = DynamicShare(min_share=min_online_share)
+    return COLOCATION.create("muxflow", **kwargs)
 
 
 def _progress(err: Console, json_out: bool) -> Progress:

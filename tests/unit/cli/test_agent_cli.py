@@ -19,7 +19,8 @@ import yaml
 from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import FakeNode
 from cotenant.agent.service import AgentService
-from cotenant.cli.agent import StopRequest
+from cotenant.cli.agent import StopRequest, share_policy_of
+from cotenant.policies.colocation.contract import OnlineObservation
 from cotenant.policies.colocation.share import FixedShare
 
 from .test_cli import assert_one_error_line, run
@@ -51,6 +52,9 @@ def test_mig_apply_on_fake(capsys: Capsys) -> None:
         (["agent", "run", "--backend", "fake", "--listen", "nowhere"], "HOST:PORT"),
         (["agent", "run", "--backend", "gpu"], "unknown backend"),
         (["agent", "run", "--backend", "fake", "--share-policy", "nope"], "unknown share policy"),
+        (["agent", "run", "--backend", "fake", "--min-online-share", "0"], "outside 1-100"),
+        (["agent", "run", "--backend", "fake", "--share-policy", "static",
+          "--min-online-share", "50"], "a setting of the dynamic share policy, not 'static'"),
         (["agent", "run", "--backend", "fake", "--listen", "127.0.0.1:0", "--share-window-s",
           "inf"], "share window: inf s must be a finite number"),
         (["agent", "run", "--backend", "fake", "--listen", "127.0.0.1:0",
@@ -203,3 +207,14 @@ def test_the_agent_stops_on_sigterm_or_sigint(tmp_path: Path, signum: int) -> No
         agent.wait()
     assert agent.returncode == 0
     assert "cotenant agent: stopping" in out
+
+
+def test_the_dynamic_share_policy_takes_a_floor() -> None:
+    """``--min-online-share`` keeps the online share up at low load, where a burst the guard
+    sees seconds late would otherwise find the service on a sliver of the GPU."""
+    idle = OnlineObservation("resnet50", load=0.0, slo_ms=200.0, online_share_pct=100)
+    default = share_policy_of("dynamic", 70, None)
+    floored = share_policy_of("muxflow", 70, 60)
+    assert default.online_share(idle) < 60
+    assert floored.online_share(idle) == 60
+    assert share_policy_of("static", 40, None).online_share(idle) == 40

@@ -181,10 +181,33 @@ def test_the_guard_reaction_is_an_option_stated_in_the_notes(
     code, out, _ = run(capsys, "simulate", "colocation", "--gpus", "10", "--hours", "0.25",
                        "-p", "dedicated", "--json")
     assert not any("guard" in n for n in json.loads(out)["notes"])  # no MuxFlow, no note
-    code, _, err = run(capsys, "simulate", "colocation", "--guard-reaction-s", "inf")
-    assert code == 2
-    assert "guard_reaction_s inf must be a finite number of seconds" in err
-    assert len(err.strip().splitlines()) == 1
+    for argv, needle in (
+        (["--guard-reaction-s", "inf"], "guard_reaction_s inf must be a finite number of sec"),
+        (["-p", "dedicated", "--guard-reaction-s", "0.5"], "MuxFlow does not run"),
+        (["-p", "ts", "--min-online-share", "50"], "MuxFlow does not run"),
+    ):
+        code, _, err = run(capsys, "simulate", "colocation", *argv)
+        assert code == 2
+        assert needle in err
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_a_floor_on_the_online_share_trades_offline_work_for_slo_under_a_slow_guard(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def muxflow(*argv: str) -> tuple[dict[str, object], dict[str, float]]:
+        code, out, _ = run(capsys, "simulate", "colocation", "--gpus", "40", "--hours", "2",
+                           "-p", "muxflow", "--guard-reaction-s", "5", "--json", *argv)
+        assert code == 0
+        data = json.loads(out)
+        return data["settings"], data["policies"][0]
+
+    settings, bare = muxflow()
+    assert settings["MuxFlow minimum online share (%)"] == 10  # DynamicShare's default
+    settings, floored = muxflow("--min-online-share", "90")
+    assert settings["MuxFlow minimum online share (%)"] == 90
+    assert floored["slo_violation_pct"] < bare["slo_violation_pct"]
+    assert floored["offline_throughput"] < bare["offline_throughput"]
 
 
 def test_the_frontier_runs_muxflow_with_the_guard_asked_for(
