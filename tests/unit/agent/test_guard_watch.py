@@ -1,0 +1,135 @@
+"""The guard's fast path: scrape windows that grow until they hold enough requests, and a
+scraped p99 acted on by ``watch`` (its own thread) rather than at the next reconcile tick."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from cotenant.agent.backends import FakeNode, ManualClock
+from cotenant.agent.latency import INLINE, LatencyReport, LatencyScraper
+from cotenant.agent.service import AgentService
+from cotenant.errors import InputError
+from cotenant.policies.colocation.share import FixedShare
+
+from .harness import OFFLINE, ONLINE, make_agent
+from .test_latency import METRIC, Pages
+
+
+def test_a_window_with_too_few_requests_grows_into_the_next(tmp_path: Path) -> None:
+    """Every 0.25 s, 10 requests: too few for a p99 alone, so each window spans two reads; at
+    2 requests a read the window gives up at ``max_window_s`` and starts afresh."""
+    agent = make_agent(tmp_path)
+    agent.submit({**ONLINE, "latency_metric": METRIC})
+    agent.run(0.5)
+    pages = Pages()
+    scraper = LatencyScraper(agent.store, pages, interval_s=0.25, min_requests=20,
+                             max_window_s=1.0, executor=INLINE)
+    pages.serve(fast=100)
+    assert scraper.tick(agent.clock()) == []  # the baseline
+    start = agent.clock()
+    pages.serve(fast=10)
+    agent.clock.advance(0.25)
+    assert scraper.tick(agent.clock()) == []  # 10 requests: the window grows
+    pages.serve(fast=9, slow=1)
+    agent.clock.advance(0.25)
+    [report] = scraper.tick(agent.clock())  # 20 requests since ``start``
+    assert report.since == start
+    assert report.p99_ms == pytest.approx(50 + 50 * 0.8)  # rank 19.8 of 20: in the slow one
+    starts = []
+    for _ in range(5):  # 2 requests a read: 8 after 1 s, never 20
+        starts.append(agent.clock())
+        pages.serve(fast=2)
+        agent.clock.advance(0.25)
+        assert scraper.tick(agent.clock()) == []
+    pages.serve(fast=20, slow=1)
+    agent.clock.advance(0.25)
+    [late] = scraper.tick(agent.clock())
+    # the window restarted when it reached 1 s (the read started 1 s after the last report)
+    assert late == LatencyReport("web", late.p99_ms, starts[4])
+    with pytest.raises(InputError, match="max_window_s"):
+        LatencyScraper(agent.store, pages, max_window_s=-1.0)
+
+
+def test_watch_acts_on_a_scraped_p99_without_a_tick(tmp_path: Path) -> None:
+    clock = ManualClock(1000.0)
+    node = FakeNode.build("A100-40GB", 1, clock)
+    pages = Pages()
+    service = AgentService(node, tmp_path, FixedShare(50), clock=clock,
+                           scrape_interval_s=0.25, fetch=pages, executor=INLINE)
+    try:
+        service.submit({**ONLINE, "latency_metric": METRIC})
+        service.submit(OFFLINE)
+        service.tick()  # starts both
+        pages.serve(fast=500)
+        clock.advance(0.5)
+        service.watch()  # the baseline
+        pages.serve(fast=80, slow=20)  # p99 97.5 ms against a 50 ms SLO
+        clock.advance(0.25)
+        service.watch()
+        train = service.store.get("train")
+        assert train is not None
+        assert train.pid is not None
+        assert node.paused(train.pid)
+        assert service.guard.pauses == 1
+    finally:
+        service.close()
+
+
+def test_the_watcher_thread_pauses_the_co_runner_between_ticks(tmp_path: Path) -> None:
+    """With the watcher running, nothing calls ``tick`` after the start, and the guard still
+    pauses the offline client once the page shows the rise; ``close`` stops the thread."""
+    clock = ManualClock(1000.0)
+    node = FakeNode.build("A100-40GB", 1, clock)
+    pages = Pages()
+    service = AgentService(node, tmp_path, FixedShare(50), clock=clock,
+                           scrape_interval_s=0.25, fetch=pages, executor=INLINE)
+    try:
+        service.submit({**ONLINE, "latency_metric": METRIC})
+        service.submit(OFFLINE)
+        service.tick()
+        train = service.store.get("train")
+        assert train is not None
+        assert train.pid is not None
+        pages.serve(fast=500)
+        clock.advance(0.5)
+        service.start_watching(0.01)
+        service.start_watching(0.01)  # once is enough: a second call does nothing
+        deadline = time.monotonic() + 5.0
+        while pages.calls < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pages.serve(fast=80, slow=20)
+        clock.advance(0.25)
+        while not node.paused(train.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert node.paused(train.pid)
+    finally:
+        service.close()
+    calls = pages.calls
+    time.sleep(0.05)
+    assert pages.calls == calls  # the watcher has stopped
+
+
+def test_a_failing_watch_is_recorded_once_and_the_watcher_carries_on(tmp_path: Path) -> None:
+    clock = ManualClock(1000.0)
+    node = FakeNode.build("A100-40GB", 1, clock)
+    service = AgentService(node, tmp_path, FixedShare(50), clock=clock, executor=INLINE)
+    calls = []
+
+    def broken(now: float) -> list[LatencyReport]:
+        calls.append(now)
+        raise RuntimeError("scraper broke")
+
+    service.latency.tick = broken  # type: ignore[method-assign]
+    try:
+        service.start_watching(0.01)
+        deadline = time.monotonic() + 5.0
+        while len(calls) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(calls) >= 3  # still running after the first failure
+        failed = [e for e in service.store.events("agent") if e.kind == "guard watch failed"]
+        assert [e.detail for e in failed] == ["RuntimeError: scraper broke"]
+    finally:
+        service.close()
