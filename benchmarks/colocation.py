@@ -22,7 +22,8 @@
     .venv/bin/python benchmarks/colocation.py --only scale
     .venv/bin/python benchmarks/colocation.py --only sensitivity   # guard reaction x window
     .venv/bin/python benchmarks/colocation.py --only frontier [--load-scale 3] \
-        [--admit-quantiles 1 0.99 0.9]
+        [--admit-quantiles 1 0.99 0.9] [--admit-from-history]
+    .venv/bin/python benchmarks/colocation.py --only admission   # foresight vs history
     .venv/bin/python benchmarks/colocation.py --only sweep
     .venv/bin/python benchmarks/colocation.py --only restart   # offline start-up time
     .venv/bin/python benchmarks/colocation.py --only seeds --seeds 5
@@ -36,6 +37,7 @@ import os
 import platform
 import resource
 import time
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -44,8 +46,9 @@ import numpy as np
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy
 from cotenant.policies.colocation.share import DynamicShare
 from cotenant.sim.colocation import ColocationConfig, run_colocation
-from cotenant.sim.colocation_frontier import best_within, frontier, pareto
+from cotenant.sim.colocation_frontier import best_within, frontier, pareto, settings
 from cotenant.sim.colocation_workload import (
+    ADMIT_WARMUP,
     ColocationWorkload,
     build_workload,
     synthetic_workload,
@@ -164,10 +167,12 @@ def _real_workload(seed: int, load_scale: float = 1.0) -> ColocationWorkload:
 
 
 def frontier_run(
-    seed: int, load_scale: float = 1.0, quantiles: tuple[float, ...] = (1.0,)
+    seed: int, load_scale: float = 1.0, quantiles: tuple[float, ...] = (1.0,),
+    history: bool = False,
 ) -> dict[str, object]:
     t0 = time.perf_counter()
-    points = frontier(_real_workload(seed, load_scale), seed, quantiles=quantiles)
+    points = frontier(_real_workload(seed, load_scale), seed, quantiles=quantiles,
+                      history=history)
     mux = next(p for p in points if p.policy == "muxflow")
     budgets = (mux.slo_violation_pct, 0.5, 1.0, 2.0)
     best = {
@@ -182,12 +187,65 @@ def frontier_run(
     return {
         "load_scale": load_scale,
         "admit_quantiles": list(quantiles),
+        "admit_from_history": history,
         "points": [vars(p) for p in points],
         "pareto": [f"{p.policy} {p.setting}" for p in pareto(points)],
         "muxflow": vars(mux),
         "best_baseline_within": best,
         "wall_s": round(time.perf_counter() - t0, 1),
     }
+
+
+@dataclass(frozen=True)
+class _Span:
+    """One policy setting's means over a span of the run."""
+
+    setting: str
+    viol_pct: float
+    tput: float
+
+
+def _verdict(mux: _Span, ts: list[_Span]) -> dict[str, object]:
+    best = {}
+    for budget in (mux.viol_pct, 0.5, 1.0):
+        top = max((r for r in ts if r.viol_pct <= budget), key=lambda r: r.tput, default=None)
+        best[f"<= {budget:.3f}%"] = None if top is None else vars(top)
+    first = min((r for r in ts if r.tput > mux.tput), key=lambda r: r.viol_pct, default=None)
+    return {"muxflow": vars(mux), "best_within": best,
+            "passes_muxflow_from": None if first is None else vars(first)}
+
+
+def admission(seed: int) -> dict[str, object]:
+    """Time slicing with a memory limit at every admitted load, admitted by the whole run's
+    load (foresight) and by the load seen so far (history, no sharing in its first hour),
+    against MuxFlow: over the whole run and over the intervals after the first hour, where
+    both admissions can share. Per admission and span, the baseline's best within MuxFlow's
+    violation rate, 0.5% and 1%, and the fewest violations at which it does more offline
+    work."""
+    t0 = time.perf_counter()
+    work = _real_workload(seed)
+    spans: dict[str, dict[str, list[_Span]]] = {}
+    mux: dict[str, _Span] = {}
+    for history in (False, True):
+        tag = "history" if history else "foresight"
+        for label, policy in settings(quantiles=(1.0, 0.99, 0.9), history=history):
+            is_ts = policy.name == "time-slicing" and "mem-limit" in label
+            if not is_ts and (policy.name != "muxflow" or history):
+                continue
+            run = run_colocation(work, policy, seed)
+            for span, start in (("whole run", 0), ("after 1 h", ADMIT_WARMUP)):
+                row = _Span(label, 100 * float(run.violation_rate[start:].mean()),
+                            float(run.offline_throughput[start:].mean()))
+                if is_ts:
+                    spans.setdefault(tag, {}).setdefault(span, []).append(row)
+                else:
+                    mux[span] = row
+    verdict = {f"{tag}, {span}": _verdict(mux[span], rows)
+               for tag, by_span in spans.items() for span, rows in by_span.items()}
+    return {"verdict": verdict,
+            "points": {tag: {span: [vars(r) for r in rows] for span, rows in by_span.items()}
+                       for tag, by_span in spans.items()},
+            "wall_s": round(time.perf_counter() - t0, 1)}
 
 
 def sweep(seed: int) -> list[dict[str, object]]:
@@ -253,7 +311,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--only",
-        choices=("real", "scale", "sensitivity", "frontier", "sweep", "restart", "seeds"),
+        choices=("real", "scale", "sensitivity", "frontier", "admission", "sweep", "restart",
+                 "seeds"),
     )
     parser.add_argument("--seeds", type=int, default=5, help="--only seeds: how many")
     parser.add_argument("--seed", type=int, default=42)
@@ -265,6 +324,10 @@ def main() -> None:
     parser.add_argument(
         "--admit-quantiles", type=float, nargs="+", default=[1.0],
         help="--only frontier: admit the baselines by these quantiles of the load (1: peak)",
+    )
+    parser.add_argument(
+        "--admit-from-history", action="store_true",
+        help="--only frontier: admit the baselines by the load seen so far, not the whole run's",
     )
     args = parser.parse_args()
     out: dict[str, object] = {
@@ -280,7 +343,9 @@ def main() -> None:
         out["sensitivity"] = sensitivity(args.seed)
     if args.only == "frontier":
         out["frontier"] = frontier_run(args.seed, args.load_scale,
-                                       tuple(args.admit_quantiles))
+                                       tuple(args.admit_quantiles), args.admit_from_history)
+    if args.only == "admission":
+        out["admission"] = admission(args.seed)
     if args.only == "sweep":
         out["sweep"] = sweep(args.seed)
     if args.only == "restart":

@@ -121,6 +121,10 @@ def colocation(
                      "quantile of each service's load (repeat for several; default 1 = the "
                      "peak; 0.99 helps where nearly every service peaks at 1)"),
     ] = None,
+    admit_from_history: Annotated[
+        bool, typer.Option("--admit-from-history", help="--frontier: admit the baselines by "
+                           "the load seen so far (none in the first hour), not the whole run's")
+    ] = False,
     json_out: JsonOpt = False,
     out: OutOpt = None,
 ) -> None:
@@ -132,6 +136,9 @@ def colocation(
     names = [COLOCATION.canonical(n) for n in (policy or COLOCATION_POLICIES)]
     if admit_quantiles and not run_frontier:  # checked before the workload is built
         raise InputError("--admit-quantile", "is a --frontier setting",
+                         hint="add --frontier, or leave it out")
+    if admit_from_history and not run_frontier:
+        raise InputError("--admit-from-history", "is a --frontier setting",
                          hint="add --frontier, or leave it out")
     quantiles = tuple(admit_quantiles or (1.0,))
     for q in quantiles:
@@ -173,7 +180,10 @@ def colocation(
             raise InputError("--frontier", "runs every policy setting itself",
                              hint="leave out -p/--policy and --mps-share")
         settings_out["admission quantiles"] = ", ".join(f"{q:g}" for q in quantiles)
-        _frontier(work, seed, config, quantiles, mux, settings_out, notes, json_out, out, err)
+        settings_out["admission by"] = ("the load seen so far" if admit_from_history
+                                        else "the whole run's load (foresight)")
+        _frontier(work, seed, config, quantiles, mux, admit_from_history, settings_out, notes,
+                  json_out, out, err)
         return
     settings_out["mps-fixed online share (%)"] = mps_share
     runs: list[ColocationRun] = []
@@ -276,8 +286,9 @@ def _workload(
 
 def _frontier(
     work: ColocationWorkload, seed: int, config: ColocationConfig,
-    quantiles: tuple[float, ...], mux: ColocationPolicy, settings_out: dict[str, object],
-    notes: list[str], json_out: bool, out: Path | None, err: Console,
+    quantiles: tuple[float, ...], mux: ColocationPolicy, history: bool,
+    settings_out: dict[str, object], notes: list[str], json_out: bool, out: Path | None,
+    err: Console,
 ) -> None:
     with _progress(err, json_out) as progress:
         task = progress.add_task("frontier", total=len(settings(quantiles=quantiles)))
@@ -286,7 +297,7 @@ def _frontier(
             progress.update(task, advance=1, description=f"{name} {label}")
 
         points = frontier(work, seed, config, on_run=advance, quantiles=quantiles,
-                          muxflow=mux)
+                          muxflow=mux, history=history)
     notes.extend(_verdict(points))
     if json_out:
         typer.echo(json.dumps({"settings": settings_out, "points": [vars(p) for p in points],

@@ -4,6 +4,8 @@ Each interval (the load series' step, 1 minute for the GenAI trace) every GPU's 
 slot in numpy arrays: online load, online SM share, offline job, its progress and memory.
 Per interval, in order:
 
+0. with ``admit_history``, admission is re-read from the load before this interval, and an
+   offline job on a GPU that lost it is evicted (requeued, progress kept);
 1. free GPUs (no offline job, not quarantined, admitted by the policy's ``max_peak_load``;
    for MuxFlow also with room at the observed load) are matched with the jobs that have
    arrived (:mod:`cotenant.policies.colocation.matching`), a job fitting the GPU's memory
@@ -209,8 +211,19 @@ def run_colocation(
     throttles = evictions = ooms = starts = restarts = 0
     starting = np.zeros(n)  # seconds the offline process on each GPU still needs to start
     prev_load = work.load[work.series, 0]
+    history = (work.admitted_from_history(pol.admit_quantile, pol.max_peak_load)
+               if pol.admit_history else None)
     admitted = work.load_quantile(pol.admit_quantile) <= pol.max_peak_load
     for t in range(steps):
+        if history is not None:  # admission from the load before t; a lost one evicts
+            admitted = history[work.series, t]
+            revoked = np.flatnonzero((job_on >= 0) & ~admitted)
+            if len(revoked):
+                back = job_on[revoked]
+                ready[back] = t
+                queue.put_back(back[remaining[back] > 0.0])
+                job_on[revoked], share[revoked], starting[revoked] = -1, 100, 0.0
+                evictions += len(revoked)
         load = work.load[work.series, t]
         on_mem = work.online_memory_at(t)
         room = room_peak if pol.memory_limit else work.gpu_memory_mib - seen_mem

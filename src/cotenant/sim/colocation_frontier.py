@@ -4,7 +4,8 @@ A single run compares policies at whatever violation rate their defaults give: t
 gets more offline work done than MuxFlow on a lightly loaded fleet, at many more missed SLOs.
 The fair question is how much offline work each policy delivers *at a given violation rate*.
 The static baselines have levers for fewer violations: share fewer GPUs (admit only services
-whose peak load, or another quantile of it, is at most ``max_peak_load``), place offline
+whose peak load, or another quantile of it, is at most ``max_peak_load``; over the whole run,
+foresight that favours them, or with ``history`` over the load seen so far), place offline
 jobs under a hard memory limit
 below the online peak (``memory_limit``: no online out-of-memory, fewer GPUs with room) and,
 for fixed-split MPS, give the online side a bigger share. :func:`frontier` runs every
@@ -56,31 +57,33 @@ def settings(
     shares: Sequence[int] = DEFAULT_SHARES, peaks: Sequence[float] = DEFAULT_PEAKS,
     quantiles: Sequence[float] = (1.0,),
     muxflow: ColocationPolicy | None = None,
+    history: bool = False,
 ) -> list[tuple[str, ColocationPolicy]]:
     """Every (label, policy) the frontier runs: MuxFlow as it is (``muxflow``, default: the
     registry's); time slicing per admitted
     load, and fixed-split MPS per online share and admitted load, each without and with a
     memory limit. The admitted load is a threshold on each of ``quantiles`` of the service's
-    load (1.0: its peak, labelled ``peak<=``; 0.99: ``p99<=``)."""
+    load (1.0: its peak, labelled ``peak<=``; 0.99: ``p99<=``), over the whole run, or with
+    ``history`` over the load seen so far (labels end in `` hist``)."""
     if not shares or not peaks or not quantiles:
         raise InputError("frontier", "needs at least one share, peak load and quantile")
     if muxflow is not None and muxflow.name != "muxflow":
         raise InputError("frontier", f"muxflow= takes a MuxFlow policy, not {muxflow.name!r}")
     out = [("default", muxflow or COLOCATION.create("muxflow"))]
     for lim in (False, True):
-        tag = " mem-limit" if lim else ""
+        tag = (" mem-limit" if lim else "") + (" hist" if history else "")
         for q in quantiles:
             stat = "peak" if q >= 1.0 else f"p{100 * q:g}"
             out += [
                 (f"{stat}<={p:g}{tag}",
                  COLOCATION.create("time-slicing", max_peak_load=p, memory_limit=lim,
-                                   admit_quantile=q))
+                                   admit_quantile=q, admit_history=history))
                 for p in peaks
             ]
             out += [
                 (f"share={s}% {stat}<={p:g}{tag}",
                  COLOCATION.create("mps-fixed", share=s, max_peak_load=p, memory_limit=lim,
-                                   admit_quantile=q))
+                                   admit_quantile=q, admit_history=history))
                 for s in shares for p in peaks
             ]
     return out
@@ -95,10 +98,11 @@ def frontier(
     on_run: Callable[[str, str], None] | None = None,
     quantiles: Sequence[float] = (1.0,),
     muxflow: ColocationPolicy | None = None,
+    history: bool = False,
 ) -> list[FrontierPoint]:
     """Run every setting of :func:`settings` on ``work`` with ``seed``."""
     points = []
-    for label, policy in settings(shares, peaks, quantiles, muxflow):
+    for label, policy in settings(shares, peaks, quantiles, muxflow, history):
         if on_run is not None:
             on_run(policy.name, label)
         run = run_colocation(work, policy, seed, config or ColocationConfig())

@@ -75,6 +75,11 @@ class DutyCycles(Protocol):
     def memory_profile(self) -> npt.NDArray[np.float64] | None: ...
 
 
+ADMIT_WARMUP = 60
+"""Intervals of history before history-based admission admits anything (an hour at one
+minute), and how often it recomputes a quantile below the peak."""
+
+
 @dataclass(frozen=True)
 class ColocationWorkload:
     """Per online GPU and per offline job arrays, plus the load matrix they index."""
@@ -127,6 +132,24 @@ class ColocationWorkload:
             return self.peak_load
         per_series = np.quantile(self.load, q, axis=1, method="inverted_cdf")
         return np.asarray(per_series[self.series], dtype=np.float64)
+
+    def admitted_from_history(
+        self, q: float, threshold: float, warmup: int = ADMIT_WARMUP
+    ) -> npt.NDArray[np.bool_]:
+        """(series, interval): whether the ``q`` quantile of a load series over the intervals
+        *before* each one is at most ``threshold``; False for the first ``warmup``. The peak
+        (``q`` = 1) is a running maximum, current at every interval; a lower quantile is
+        recomputed every ``warmup`` intervals."""
+        series, steps = self.load.shape
+        out = np.zeros((series, steps), dtype=bool)
+        if q >= 1.0:
+            out[:, 1:] = np.maximum.accumulate(self.load, axis=1)[:, :-1] <= threshold
+        else:
+            for start in range(warmup, steps, warmup):
+                stat = np.quantile(self.load[:, :start], q, axis=1, method="inverted_cdf")
+                out[:, start:start + warmup] = (stat <= threshold)[:, None]
+        out[:, :warmup] = False
+        return out
 
 
 def _gpu_memory(cluster: Cluster) -> FloatArray:

@@ -224,3 +224,16 @@ def test_the_frontier_runs_muxflow_with_the_guard_asked_for(
     fast, slow = mux_point("0.5"), mux_point("5")
     assert slow["slo_violation_pct"] > fast["slo_violation_pct"]
     assert slow["offline_throughput"] == fast["offline_throughput"]
+
+
+def test_the_frontier_admits_by_history_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "simulate", "colocation", "--gpus", "20", "--hours", "2",
+                       "--frontier", "--admit-from-history", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["settings"]["admission by"] == "the load seen so far"
+    assert all(p["setting"].endswith(" hist") for p in data["points"][1:])
+    code, _, err = run(capsys, "simulate", "colocation", "--admit-from-history")
+    assert code == 2
+    assert "--admit-from-history: is a --frontier setting" in err
+    assert len(err.strip().splitlines()) == 1

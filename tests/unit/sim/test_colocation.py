@@ -382,3 +382,39 @@ def test_muxflow_takes_its_guard_reaction_and_load_window() -> None:
             COLOCATION.create("muxflow", guard_reaction_s=bad)
     with pytest.raises(InputError, match="load_window"):
         COLOCATION.create("muxflow", load_window=0)
+
+
+def test_admission_from_history_sees_only_the_past(work: ColocationWorkload) -> None:
+    """Loads from the past only: an hour with no sharing, then the running peak; a service
+    that bursts past the threshold keeps its co-runner for the burst's interval (nobody
+    knew), loses it at the next, and is never shared again."""
+    load = np.full_like(work.load, 0.1)
+    bursty = np.arange(work.load.shape[0]) % 2 == 0
+    load[bursty, 100:] = 0.9
+    calm = replace(work, load=load)
+    matrix = calm.admitted_from_history(1.0, 0.5)
+    assert not matrix[:, :60].any()
+    assert matrix[~bursty, 60:].all()
+    assert matrix[bursty, 60:101].all()  # t = 100 is judged on the load before it
+    assert not matrix[bursty, 101:].any()
+    ts = COLOCATION.create("time-slicing", max_peak_load=0.5, admit_history=True)
+    run = run_colocation(calm, ts, 1, ColocationConfig(faults=FaultRates().scaled(0.0)))
+    assert run.running[:60].sum() == 0
+    on_bursty = int(bursty[calm.series].sum())
+    assert run.running[100] > calm.gpus - on_bursty  # jobs still on the bursting GPUs
+    assert (run.running[101:] <= calm.gpus - on_bursty).all()
+    assert run.evictions > 0
+    foresight = run_colocation(calm, replace(ts, admit_history=False), 1,
+                               ColocationConfig(faults=FaultRates().scaled(0.0)))
+    assert foresight.evictions == 0
+    assert (foresight.running <= calm.gpus - on_bursty).all()
+
+
+def test_a_quantile_from_history_is_recomputed_every_hour(work: ColocationWorkload) -> None:
+    load = np.zeros_like(work.load)
+    load[:, 60:90] = 0.8  # half of the second hour is busy
+    matrix = replace(work, load=load).admitted_from_history(0.9, 0.5)
+    assert matrix[:, 60:120].all()  # the first hour's p90 is 0
+    assert not matrix[:, 120:180].any()  # over two hours, 30 of 120 minutes at 0.8: p90 0.8
+    assert not matrix[:, 180:240].any()  # 30 of 180 minutes: the p90 is still 0.8
+    assert matrix[:, :60].sum() == 0

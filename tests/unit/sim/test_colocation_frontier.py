@@ -87,3 +87,16 @@ def test_the_frontier_runs_the_muxflow_it_is_given() -> None:
     assert settings(shares=(50,), peaks=(1.0,))[0][1] == COLOCATION.create("muxflow")
     with pytest.raises(InputError, match="takes a MuxFlow policy"):
         settings(muxflow=COLOCATION.create("time-slicing"))
+
+
+def test_the_frontier_can_admit_the_baselines_by_history() -> None:
+    hist = settings(shares=(50,), peaks=(0.5,), quantiles=(1.0, 0.99), history=True)
+    assert [label for label, _ in hist] == [
+        "default", "peak<=0.5 hist", "share=50% peak<=0.5 hist", "p99<=0.5 hist",
+        "share=50% p99<=0.5 hist", "peak<=0.5 mem-limit hist",
+        "share=50% peak<=0.5 mem-limit hist", "p99<=0.5 mem-limit hist",
+        "share=50% p99<=0.5 mem-limit hist",
+    ]
+    assert all(p.admit_history for _, p in hist[1:])
+    assert not hist[0][1].admit_history  # MuxFlow admits every GPU
+    assert not any(p.admit_history for _, p in settings(shares=(50,), peaks=(0.5,))[1:])

@@ -92,6 +92,12 @@ class ColocationPolicy:
     its peak; 0.99 the load it stays at or below 99% of the time. Where loads are high
     enough that nearly every service peaks at 1 (duty cycles scaled up), the peak admits
     all or nothing and a lower quantile is the lever left."""
+    admit_history: bool = False
+    """Admission from the load seen so far instead of the whole run: a GPU is admitted at an
+    interval while the ``admit_quantile`` of its service's load *before* it is at most
+    ``max_peak_load``, none in the first hour (no history yet), and an offline job on a GPU
+    that loses admission is evicted (requeued, progress kept). What an operator can run,
+    without the foresight of the default."""
     notes: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -137,21 +143,23 @@ def dedicated() -> ColocationPolicy:
 @COLOCATION.register("mps-fixed", aliases=("mps",))
 def mps_fixed(
     share: int = 50, max_peak_load: float = 1.0, memory_limit: bool = False,
-    admit_quantile: float = 1.0,
+    admit_quantile: float = 1.0, admit_history: bool = False,
 ) -> ColocationPolicy:
     return ColocationPolicy(
         "mps-fixed", Sharing.MPS, Matching.GREEDY, share=FixedShare(share),
         max_peak_load=max_peak_load, memory_limit=memory_limit, admit_quantile=admit_quantile,
+        admit_history=admit_history,
     )
 
 
 @COLOCATION.register("time-slicing", aliases=("ts", "timeslicing"))
 def time_slicing(
-    max_peak_load: float = 1.0, memory_limit: bool = False, admit_quantile: float = 1.0
+    max_peak_load: float = 1.0, memory_limit: bool = False, admit_quantile: float = 1.0,
+    admit_history: bool = False,
 ) -> ColocationPolicy:
     return ColocationPolicy(
         "time-slicing", Sharing.TIME_SLICING, Matching.GREEDY, max_peak_load=max_peak_load,
-        memory_limit=memory_limit, admit_quantile=admit_quantile,
+        memory_limit=memory_limit, admit_quantile=admit_quantile, admit_history=admit_history,
     )
 
 
