@@ -4,6 +4,8 @@ scraped p99 acted on by ``watch`` (its own thread) rather than at the next recon
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -53,7 +55,20 @@ def test_a_window_with_too_few_requests_grows_into_the_next(tmp_path: Path) -> N
         LatencyScraper(agent.store, pages, max_window_s=-1.0)
 
 
-def test_watch_acts_on_a_scraped_p99_without_a_tick(tmp_path: Path) -> None:
+@dataclass
+class Pair:
+    """An agent on a fake node with a started online service (scraped from ``pages``) and
+    its offline co-runner."""
+
+    clock: ManualClock
+    node: FakeNode
+    pages: Pages
+    service: AgentService
+    train_pid: int
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[Pair]:
     clock = ManualClock(1000.0)
     node = FakeNode.build("A100-40GB", 1, clock)
     pages = Pages()
@@ -63,50 +78,42 @@ def test_watch_acts_on_a_scraped_p99_without_a_tick(tmp_path: Path) -> None:
         service.submit({**ONLINE, "latency_metric": METRIC})
         service.submit(OFFLINE)
         service.tick()  # starts both
-        pages.serve(fast=500)
-        clock.advance(0.5)
-        service.watch()  # the baseline
-        pages.serve(fast=80, slow=20)  # p99 97.5 ms against a 50 ms SLO
-        clock.advance(0.25)
-        service.watch()
         train = service.store.get("train")
         assert train is not None
         assert train.pid is not None
-        assert node.paused(train.pid)
-        assert service.guard.pauses == 1
+        yield Pair(clock, node, pages, service, train.pid)
     finally:
         service.close()
 
 
-def test_the_watcher_thread_pauses_the_co_runner_between_ticks(tmp_path: Path) -> None:
+def test_watch_acts_on_a_scraped_p99_without_a_tick(pair: Pair) -> None:
+    pair.pages.serve(fast=500)
+    pair.clock.advance(0.5)
+    pair.service.watch()  # the baseline
+    pair.pages.serve(fast=80, slow=20)  # p99 97.5 ms against a 50 ms SLO
+    pair.clock.advance(0.25)
+    pair.service.watch()
+    assert pair.node.paused(pair.train_pid)
+    assert pair.service.guard.pauses == 1
+
+
+def test_the_watcher_thread_pauses_the_co_runner_between_ticks(pair: Pair) -> None:
     """With the watcher running, nothing calls ``tick`` after the start, and the guard still
     pauses the offline client once the page shows the rise; ``close`` stops the thread."""
-    clock = ManualClock(1000.0)
-    node = FakeNode.build("A100-40GB", 1, clock)
-    pages = Pages()
-    service = AgentService(node, tmp_path, FixedShare(50), clock=clock,
-                           scrape_interval_s=0.25, fetch=pages, executor=INLINE)
-    try:
-        service.submit({**ONLINE, "latency_metric": METRIC})
-        service.submit(OFFLINE)
-        service.tick()
-        train = service.store.get("train")
-        assert train is not None
-        assert train.pid is not None
-        pages.serve(fast=500)
-        clock.advance(0.5)
-        service.start_watching(0.01)
-        service.start_watching(0.01)  # once is enough: a second call does nothing
-        deadline = time.monotonic() + 5.0
-        while pages.calls < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        pages.serve(fast=80, slow=20)
-        clock.advance(0.25)
-        while not node.paused(train.pid) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert node.paused(train.pid)
-    finally:
-        service.close()
+    pages = pair.pages
+    pages.serve(fast=500)
+    pair.clock.advance(0.5)
+    pair.service.start_watching(0.01)
+    pair.service.start_watching(0.01)  # once is enough: a second call does nothing
+    deadline = time.monotonic() + 5.0
+    while pages.calls < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    pages.serve(fast=80, slow=20)
+    pair.clock.advance(0.25)
+    while not pair.node.paused(pair.train_pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pair.node.paused(pair.train_pid)
+    pair.service.close()
     calls = pages.calls
     time.sleep(0.05)
     assert pages.calls == calls  # the watcher has stopped
