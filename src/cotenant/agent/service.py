@@ -13,6 +13,7 @@ meaningful across agent restarts.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -103,9 +104,10 @@ class AgentService:
                 except Exception as exc:  # the tick's own call meets it too; carry on
                     text = f"{type(exc).__name__}: {exc!s:.160}"
                     if text != last:
-                        self.store.event(self.clock(), "agent", "guard watch failed",
-                                         detail=text)
                         last = text
+                        with contextlib.suppress(Exception):  # a broken store: carry on too
+                            self.store.event(self.clock(), "agent", "guard watch failed",
+                                             detail=text)
 
         thread = threading.Thread(target=loop, name="cotenant-guard-watch", daemon=True)
         self._watching = (thread, stop)

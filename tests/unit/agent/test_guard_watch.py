@@ -140,3 +140,28 @@ def test_a_failing_watch_is_recorded_once_and_the_watcher_carries_on(tmp_path: P
         assert [e.detail for e in failed] == ["RuntimeError: scraper broke"]
     finally:
         service.close()
+
+
+def test_the_watcher_outlives_a_store_that_cannot_log(tmp_path: Path) -> None:
+    clock = ManualClock(1000.0)
+    service = AgentService(FakeNode.build("A100-40GB", 1, clock), tmp_path, FixedShare(50),
+                           clock=clock, executor=INLINE)
+    calls = []
+
+    def broken(now: float) -> list[LatencyReport]:
+        calls.append(now)
+        raise RuntimeError(f"scraper broke {len(calls)}")  # a new message every time
+
+    def no_log(*_: object, **__: object) -> None:
+        raise OSError("disk full")
+
+    service.latency.tick = broken  # type: ignore[method-assign]
+    service.store.event = no_log  # type: ignore[method-assign]
+    try:
+        service.start_watching(0.01)
+        deadline = time.monotonic() + 5.0
+        while len(calls) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(calls) >= 3
+    finally:
+        service.close()
