@@ -25,9 +25,9 @@ from cotenant.report.html import write_report
 from cotenant.report.plots import colocation_plot, frontier_plot
 from cotenant.report.tables import (
     colocation_rows,
-    colocation_table,
+    colocation_tables,
     frontier_rows,
-    frontier_table,
+    frontier_tables,
 )
 from cotenant.sim.colocation import (
     P99_TAIL,
@@ -206,7 +206,7 @@ def colocation(
         console.print(work.description)
         for note in notes:
             console.print(note)
-        console.print(colocation_table(rows))
+        console.print(*colocation_tables(rows, console.width))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         image = colocation_plot(runs, out / "colocation.png", "Co-location over time")
@@ -305,7 +305,7 @@ def _frontier(
     else:
         console = Console()
         console.print(work.description)
-        console.print(frontier_table(points))
+        console.print(*frontier_tables(points, console.width))
         for note in notes:
             console.print(note)
     if out is not None:

@@ -24,7 +24,7 @@ from cotenant.report.plots import (
 from cotenant.report.tables import (
     headers,
     summary_rows,
-    summary_table,
+    summary_tables,
 )
 from cotenant.sim.experiment import run_matrix, summarise
 from cotenant.sim.fragmentation import FragmentationConfig, FragmentationRun
@@ -123,7 +123,8 @@ def fragmentation(
     else:
         console = Console()
         console.print(workload.description)
-        console.print(summary_table(summary, report_at, "Fragmentation experiment"))
+        console.print(*summary_tables(summary, report_at, "Fragmentation experiment",
+                                      console.width))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         title = "GPU allocation as the cluster fills"

@@ -1,8 +1,14 @@
-"""Result tables as plain rows (for JSON and HTML) and as rich tables (for the terminal)."""
+"""Result tables as plain rows (for JSON and HTML) and as rich tables (for the terminal).
+
+A terminal table never cuts a figure short: where the columns do not fit the console's width,
+the table is split into several, each repeating the key columns (the policy), and a header
+wraps at its spaces before any cell is narrowed. Rich alone would shorten every cell to
+"12.0…" on an 80-column terminal or in a CI log.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from rich import box
 from rich.table import Table
@@ -36,27 +42,75 @@ def summary_rows(summary: Sequence[PolicySummary]) -> list[list[str]]:
     ]
 
 
+GAP = 3
+"""Columns between two cells of a ``box.SIMPLE_HEAD`` table: the padding either side and the
+(blank) rule."""
+EDGES = 2
+"""The table's (blank) left and right edges."""
+
+
+def _cell_width(head: str, cells: Sequence[str]) -> int:
+    """A column's width: its widest cell, or its header's longest word (headers wrap)."""
+    return max([*(len(word) for word in head.split()), *(len(c) for c in cells), 1])
+
+
+def column_groups(widths: Sequence[int], width: int, keys: int = 1) -> list[list[int]]:
+    """The columns of each table when a table of ``widths`` is split to fit ``width``: the
+    ``keys`` first columns in every table, then as many of the rest, in order, as fit (at
+    least one, however narrow the console)."""
+    key_width = EDGES + sum(widths[:keys]) + GAP * max(keys - 1, 0)
+    groups: list[list[int]] = []
+    group: list[int] = []
+    used = key_width
+    for i in range(keys, len(widths)):
+        if group and used + GAP + widths[i] > width:
+            groups.append(group)
+            group, used = [], key_width
+        group.append(i)
+        used += GAP + widths[i]
+    groups.append(group)
+    return [list(range(keys)) + g for g in groups]
+
+
+def fitted_tables(
+    head: Sequence[str], body: Sequence[Sequence[str]], width: int, *, title: str,
+    caption: str | None = None, left: Collection[str] = ("policy",), keys: int = 1,
+    styles: Sequence[str | None] | None = None,
+) -> list[Table]:
+    """Rich tables of ``head`` and ``body`` that fit ``width`` without shortening a cell:
+    one where it fits, else several (see :func:`column_groups`), titled once and captioned
+    at the end."""
+    widths = [_cell_width(h, [row[i] for row in body]) for i, h in enumerate(head)]
+    groups = column_groups(widths, width, keys)
+    tables = []
+    for n, group in enumerate(groups):
+        table = Table(
+            title=title if n == 0 else None, box=box.SIMPLE_HEAD, pad_edge=False,
+            caption=caption if n == len(groups) - 1 else None,
+        )
+        for i in group:
+            table.add_column(head[i], justify="left" if head[i] in left else "right",
+                             width=widths[i])
+        for r, row in enumerate(body):
+            table.add_row(*(row[i] for i in group), style=styles[r] if styles else None)
+        tables.append(table)
+    return tables
+
+
 def headers(at_percent: int) -> list[str]:
     return [h.format(at=at_percent) for h in HEADERS]
 
 
-def summary_table(summary: Sequence[PolicySummary], at_percent: int, title: str) -> Table:
-    table = Table(
-        title=title,
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        caption=(
-            f"GPU capacity allocated (alloc%) and fragmented (frag%) when arrived demand is "
-            f"{at_percent}% of capacity, and allocated at the end"
-        ),
-    )
-    for i, head in enumerate(headers(at_percent)):
-        table.add_column(head, justify="left" if i == 0 else "right", no_wrap=True)
+def summary_tables(summary: Sequence[PolicySummary], at_percent: int, title: str,
+                   width: int) -> list[Table]:
+    """The fragmentation summary for a console ``width`` wide, the best policy in green."""
     best = max((s.alloc_mean for s in summary), default=0.0)
-    for s, row in zip(summary, summary_rows(summary), strict=True):
-        style = "bold green" if s.alloc_mean == best else None
-        table.add_row(*row, style=style)
-    return table
+    return fitted_tables(
+        headers(at_percent), summary_rows(summary), width, title=title,
+        caption=(f"GPU capacity allocated (alloc%) and fragmented (frag%) when arrived demand "
+                 f"is {at_percent}% of capacity, and allocated at the end"),
+        styles=["bold green" if s.alloc_mean == best else None for s in summary],
+    )
 
 
 COLOCATION_HEADERS = (
@@ -84,20 +138,16 @@ def colocation_rows(rows: Sequence[dict[str, object]]) -> tuple[list[str], list[
     return list(COLOCATION_HEADERS), body
 
 
-def colocation_table(rows: Sequence[dict[str, object]]) -> Table:
+def colocation_tables(rows: Sequence[dict[str, object]], width: int) -> list[Table]:
+    """Co-location summaries for a console ``width`` wide."""
     head, body = colocation_rows(rows)
-    table = Table(
-        title="Online/offline co-location", box=box.SIMPLE_HEAD, pad_edge=False,
+    return fitted_tables(
+        head, body, width, title="Online/offline co-location",
         caption="utilisation = share of time a kernel runs (nvidia-smi); offline tput = "
         "offline work in whole-GPU equivalents per online GPU; online OOM = GPU-intervals the "
         "online service ran out of memory; share changes = running offline clients given a new "
         "MPS share (a restart each, unless --share-change-s is 0); faults = injected",
     )
-    for h in head:
-        table.add_column(h, justify="left" if h == "policy" else "right")
-    for row in body:
-        table.add_row(*row)
-    return table
 
 
 FRONTIER_HEADERS = ("policy", "setting", "util %", "SLO viol. %", "offline tput", "Pareto")
@@ -114,15 +164,11 @@ def frontier_rows(points: Sequence[FrontierPoint]) -> tuple[list[str], list[list
     return list(FRONTIER_HEADERS), body
 
 
-def frontier_table(points: Sequence[FrontierPoint]) -> Table:
+def frontier_tables(points: Sequence[FrontierPoint], width: int) -> list[Table]:
+    """A frontier for a console ``width`` wide, keyed by policy and setting."""
     head, body = frontier_rows(points)
-    table = Table(
-        title="Offline throughput against SLO violations", box=box.SIMPLE_HEAD,
-        pad_edge=False, caption="Pareto: no other setting of the policy has fewer or equal "
-        "violations and more or equal offline work",
+    return fitted_tables(
+        head, body, width, title="Offline throughput against SLO violations",
+        caption="Pareto: no other setting of the policy has fewer or equal violations and "
+        "more or equal offline work", left=("policy", "setting"), keys=2,
     )
-    for h in head:
-        table.add_column(h, justify="left" if h in ("policy", "setting") else "right")
-    for row in body:
-        table.add_row(*row)
-    return table
