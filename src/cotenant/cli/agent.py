@@ -19,7 +19,6 @@ from urllib.parse import quote
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import BACKEND_NAMES, cgroup_start, open_backend
@@ -30,6 +29,7 @@ from cotenant.agent.share import SHARE_POLICIES
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.errors import CotenantError, InputError, UnknownNameError
 from cotenant.policies.colocation.contract import SharePolicy, check_share_pct
+from cotenant.report.tables import fitted_tables
 
 app = typer.Typer(help="The node agent: MPS, MIG, workloads, metrics.", no_args_is_help=True)
 
@@ -239,21 +239,26 @@ def status(
         typer.echo(json.dumps({"gpus": gpus, "workloads": workloads}, indent=2))
         return
     console = Console()
-    table = Table(title="GPUs")
-    for col in ("gpu", "model", "util %", "memory MiB", "MIG", "online share %"):
-        table.add_column(col)
-    for g in gpus:
-        table.add_row(str(g["index"]), g["model"], f"{g['utilisation_pct']:.0f}",
-                      f"{g['memory_used_mib']}/{g['memory_total_mib']}",
-                      "on" if g["mig_enabled"] else "off", str(g["online_share_pct"] or "-"))
-    console.print(table)
-    table = Table(title="Workloads")
-    for col in ("name", "role", "gpu", "status", "pid", "restarts", "SM %", "last exit"):
-        table.add_column(col)
-    for w in workloads:
-        table.add_row(w["name"], w["role"], str(w["gpu"]), w["status"], str(w["pid"] or "-"),
-                      str(w["restarts"]), str(w["applied_pct"] or "-"), w["last_exit"][:40])
-    console.print(table)
+    gpu_rows = [
+        [str(g["index"]), g["model"], f"{g['utilisation_pct']:.0f}",
+         f"{g['memory_used_mib']}/{g['memory_total_mib']}", "on" if g["mig_enabled"] else "off",
+         str(g["online_share_pct"] or "-")]
+        for g in gpus
+    ]
+    console.print(*fitted_tables(
+        ["gpu", "model", "util %", "memory MiB", "MIG", "online share %"], gpu_rows,
+        console.width, title="GPUs", left=("model", "MIG"),
+    ))
+    workload_rows = [
+        [w["name"], w["role"], str(w["gpu"]), w["status"], str(w["pid"] or "-"),
+         str(w["restarts"]), str(w["applied_pct"] or "-"), w["last_exit"][:40]]
+        for w in workloads
+    ]
+    console.print(*fitted_tables(
+        ["name", "role", "gpu", "status", "pid", "restarts", "SM %", "last exit"],
+        workload_rows, console.width, title="Workloads",
+        left=("name", "role", "status", "last exit"),
+    ))
 
 
 @app.command()

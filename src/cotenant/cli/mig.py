@@ -9,13 +9,13 @@ from typing import Annotated
 import typer
 import yaml
 from rich.console import Console
-from rich.table import Table
 
 from cotenant.agent.backends import BACKEND_NAMES, open_backend
 from cotenant.agent.mig import MigManager
 from cotenant.errors import NotSupportedError, UnknownNameError
 from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigGeometry
+from cotenant.report.tables import fitted_tables
 
 app = typer.Typer(help="MIG profiles and layouts.", no_args_is_help=True)
 GpuArg = Annotated[str, typer.Argument(help="GPU model, e.g. A100-40GB, H100-80GB, A30")]
@@ -31,15 +31,15 @@ def _geometry(gpu: str) -> MigGeometry:
 @app.command()
 def profiles(gpu: GpuArg) -> None:
     """List a GPU model's MIG profiles with their placement rules."""
-    table = Table(title=f"MIG profiles of {CATALOG.get(gpu).name}")
-    for col in ("profile", "NVML id", "compute", "memory slices", "MiB", "SMs", "starts", "max"):
-        table.add_column(col)
-    for p in _geometry(gpu).profiles:
-        table.add_row(
-            p.name, str(p.nvml_id), str(p.compute_slices), str(p.memory_slices),
-            str(p.memory_mib), str(p.sms), ",".join(map(str, p.starts)), str(p.max_count),
-        )
-    Console().print(table)
+    head = ["profile", "NVML id", "compute", "memory slices", "MiB", "SMs", "starts", "max"]
+    body = [
+        [p.name, str(p.nvml_id), str(p.compute_slices), str(p.memory_slices), str(p.memory_mib),
+         str(p.sms), ",".join(map(str, p.starts)), str(p.max_count)]
+        for p in _geometry(gpu).profiles
+    ]
+    console = Console()
+    console.print(*fitted_tables(head, body, console.width, left=("profile", "starts"),
+                                 title=f"MIG profiles of {CATALOG.get(gpu).name}"))
 
 
 @app.command()
