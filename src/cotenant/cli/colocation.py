@@ -17,10 +17,15 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
+from cotenant.cli.colocation_inputs import (
+    guard_note,
+    muxflow_from_options,
+    verdict,
+    workload_from_options,
+)
 from cotenant.cli.options import JsonOpt, NodesOpt, OutOpt, PodsOpt
 from cotenant.errors import InputError
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy
-from cotenant.policies.colocation.share import DynamicShare
 from cotenant.report.html import write_report
 from cotenant.report.plots import colocation_plot, frontier_plot
 from cotenant.report.tables import (
@@ -29,23 +34,10 @@ from cotenant.report.tables import (
     frontier_rows,
     frontier_tables,
 )
-from cotenant.sim.colocation import (
-    P99_TAIL,
-    ColocationConfig,
-    ColocationRun,
-    guard_in_time,
-    run_colocation,
-)
+from cotenant.sim.colocation import ColocationConfig, ColocationRun, run_colocation
 from cotenant.sim.colocation_faults import FaultRates
-from cotenant.sim.colocation_frontier import FrontierPoint, best_within, frontier, settings
-from cotenant.sim.colocation_workload import (
-    ARRIVALS,
-    ColocationWorkload,
-    build_workload,
-    synthetic_workload,
-)
-from cotenant.traces.genai import load_duty_cycles, synthetic_duty_cycles
-from cotenant.traces.source import load_workload
+from cotenant.sim.colocation_frontier import frontier, settings
+from cotenant.sim.colocation_workload import ARRIVALS, ColocationWorkload
 
 COLOCATION_POLICIES = ["dedicated", "mps-fixed", "time-slicing", "muxflow"]
 
@@ -144,7 +136,7 @@ def colocation(
     for q in quantiles:
         if not 0.0 < q <= 1.0:
             raise InputError("--admit-quantile", f"{q:g} must be in (0, 1]")
-    mux = _muxflow(guard_reaction_s, load_window, min_online_share)
+    mux = muxflow_from_options(guard_reaction_s, load_window, min_online_share)
     given = (guard_reaction_s, load_window, min_online_share)
     if not run_frontier and "muxflow" not in names and given != (None, None, None):
         raise InputError("--guard-reaction-s/--load-window/--min-online-share",
@@ -152,8 +144,8 @@ def colocation(
                          hint="add -p muxflow, or leave them out")
     rng = np.random.default_rng(seed)
     notes: list[str] = []
-    work = _workload(pods, nodes, load, memory, rng, hours, gpus, offline_demand, arrivals,
-                     load_scale, slo_headroom, notes)
+    work = workload_from_options(pods, nodes, load, memory, rng, hours, gpus, offline_demand,
+                                 arrivals, load_scale, slo_headroom, notes)
     config = ColocationConfig(faults=FaultRates().scaled(fault_scale),
                               offline_start_s=offline_start_s,
                               share_change_s=share_change_s)
@@ -173,7 +165,7 @@ def colocation(
         "rejected": work.rejected or "none",
     }
     if run_frontier or "muxflow" in names:
-        notes.append(_guard_note(mux.guard_reaction_s, work.interval_s))
+        notes.append(guard_note(mux.guard_reaction_s, work.interval_s))
     err = Console(stderr=True)
     if run_frontier:
         if policy or mps_share != 50:
@@ -220,67 +212,10 @@ def colocation(
         err.print(f"report: {page}")
 
 
-def _muxflow(
-    guard_reaction_s: float | None, load_window: int | None, min_online_share: int | None
-) -> ColocationPolicy:
-    """MuxFlow with the settings given on the command line, the registry's defaults else."""
-    kwargs: dict[str, object] = {}
-    if guard_reaction_s is not None:
-        kwargs["guard_reaction_s"] = guard_reaction_s
-    if load_window is not None:
-        kwargs["load_window"] = load_window
-    if min_online_share is not None:
-        kwargs["share"] = DynamicShare(min_share=min_online_share)
-    return COLOCATION.create("muxflow", **kwargs)
-
-
 def _progress(err: Console, json_out: bool) -> Progress:
     return Progress(
         "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
         TimeElapsedColumn(), console=err, disable=json_out and not err.is_terminal,
-    )
-
-
-def _workload(
-    pods: Path | None, nodes: Path | None, load: Path | None, memory: Path | None,
-    rng: np.random.Generator,
-    hours: float, gpus: int, offline_demand: float, arrivals: str, load_scale: float,
-    slo_headroom: float, notes: list[str],
-) -> ColocationWorkload:
-    series = None
-    if memory is not None and load is None:
-        raise InputError("--memory", "--memory needs --load (the duty cycles it goes with)")
-    if load is not None:
-        series, report = load_duty_cycles(load, memory_path=memory)
-        notes.append(
-            f"load: {report.series_kept} of {report.series_read} series kept, rejected "
-            f"{report.rejected or 'none'}, {report.filled_points} points filled"
-        )
-        notes.append(
-            "online memory: constant at its peak (no --memory)" if memory is None else
-            f"online memory over time from {memory.name}; {report.memory_missing} series "
-            "without memory samples held at their peak"
-        )
-    else:
-        notes.append("online memory: over time, synthetic profiles fitted to the GenAI memory "
-                     "trace (with --load, give --memory for the real ones)")
-    interval_s = series.interval_s if series is not None else 60
-    intervals = max(1, round(hours * 3600 / interval_s))
-    if pods is None:
-        if nodes is not None:
-            raise InputError("--nodes", "--nodes needs --pods", hint="or leave both out")
-        return synthetic_workload(
-            rng, gpus=gpus, intervals=intervals, offline_demand=offline_demand,
-            slo_headroom=slo_headroom, load=series, arrivals=arrivals, load_scale=load_scale,
-        )
-    source = load_workload(pods, nodes)
-    if series is None:
-        series = synthetic_duty_cycles(143, intervals, rng)
-    return build_workload(
-        source.cluster, source.pods, series, rng, intervals=intervals,
-        offline_demand=offline_demand, slo_headroom=slo_headroom, arrivals=arrivals,
-        load_scale=load_scale,
-        description=f"{source.description}; load {load.name if load else 'synthetic'}",
     )
 
 
@@ -298,7 +233,7 @@ def _frontier(
 
         points = frontier(work, seed, config, on_run=advance, quantiles=quantiles,
                           muxflow=mux, history=history)
-    notes.extend(_verdict(points))
+    notes.extend(verdict(points))
     if json_out:
         typer.echo(json.dumps({"settings": settings_out, "points": [vars(p) for p in points],
                                "notes": notes}, indent=2, default=str))
@@ -319,29 +254,3 @@ def _frontier(
                        indent=2, default=str)
         )
         err.print(f"report: {page}")
-
-
-def _guard_note(reaction_s: float, interval_s: float) -> str:
-    """What MuxFlow's SLO figures assume of its guard, in one line."""
-    limit = P99_TAIL * interval_s
-    if guard_in_time(reaction_s, interval_s):
-        return (f"MuxFlow's SLO figures assume its guard acts within {reaction_s:g} s, under "
-                f"{limit:g} s ({P99_TAIL:.0%} of an interval); a slower guard leaves every "
-                "interval whose p99 crossed the SLO a violation (--guard-reaction-s)")
-    return (f"MuxFlow's guard acts after {reaction_s:g} s, {limit:g} s ({P99_TAIL:.0%} of an "
-            "interval) or more: an interval whose p99 crossed the SLO stays a violation")
-
-
-def _verdict(points: list[FrontierPoint]) -> list[str]:
-    """One line per baseline: its most offline work at MuxFlow's violation rate or fewer."""
-    mux = next(p for p in points if p.policy == "muxflow")
-    lines = []
-    for name in ("time-slicing", "mps-fixed"):
-        best = best_within(points, name, mux.slo_violation_pct)
-        got = (f"{best.offline_throughput:.4f} ({best.setting})" if best is not None
-               else "no setting gets there")
-        lines.append(
-            f"{name} at <= {mux.slo_violation_pct:.3f}% violations (MuxFlow's): {got}; "
-            f"MuxFlow {mux.offline_throughput:.4f}"
-        )
-    return lines
