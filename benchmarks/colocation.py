@@ -45,8 +45,9 @@ import numpy as np
 
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy
 from cotenant.policies.colocation.share import DynamicShare
-from cotenant.sim.colocation import ColocationConfig, run_colocation
+from cotenant.sim.colocation import run_colocation
 from cotenant.sim.colocation_frontier import best_within, frontier, pareto, settings
+from cotenant.sim.colocation_records import ColocationConfig
 from cotenant.sim.colocation_workload import (
     ADMIT_WARMUP,
     ColocationWorkload,

@@ -34,9 +34,10 @@ from cotenant.report.tables import (
     frontier_rows,
     frontier_tables,
 )
-from cotenant.sim.colocation import ColocationConfig, ColocationRun, run_colocation
+from cotenant.sim.colocation import run_colocation
 from cotenant.sim.colocation_faults import FaultRates
 from cotenant.sim.colocation_frontier import frontier, settings
+from cotenant.sim.colocation_records import ColocationConfig, ColocationRun
 from cotenant.sim.colocation_workload import ARRIVALS, ColocationWorkload
 
 COLOCATION_POLICIES = ["dedicated", "mps-fixed", "time-slicing", "muxflow"]

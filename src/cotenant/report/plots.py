@@ -18,8 +18,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from cotenant.sim.colocation import ColocationRun
 from cotenant.sim.colocation_frontier import FrontierPoint, pareto
+from cotenant.sim.colocation_records import ColocationRun
 from cotenant.sim.fragmentation import FragmentationRun
 from cotenant.sim.replay import ReplayRun
 

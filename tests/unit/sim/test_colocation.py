@@ -12,13 +12,9 @@ import pytest
 
 from cotenant.errors import InputError
 from cotenant.policies.colocation import COLOCATION
-from cotenant.sim.colocation import (
-    ColocationConfig,
-    IntervalState,
-    guard_in_time,
-    run_colocation,
-)
+from cotenant.sim.colocation import guard_in_time, run_colocation
 from cotenant.sim.colocation_faults import FAULTS, FaultRates
+from cotenant.sim.colocation_records import ColocationConfig, IntervalState
 from cotenant.sim.colocation_workload import (
     ColocationWorkload,
     build_workload,
