@@ -10,7 +10,9 @@ page of each running online service that has one and takes the p99 of the reques
 no report (a p99 of a handful of requests says little): it grows into the next read's
 window until it spans ``max_window_s``, so a short ``interval_s`` (a fast guard) still reports
 on a service with few requests, as often as it has enough. A window with a count that is not
-a finite number gives no report either.
+a finite number gives no report either. A dropped window (too few requests in
+``max_window_s``, or no finite bucket bound) is logged once, until a window gives a p99 again.
+A wall clock that steps back starts every window afresh.
 
 Each report says when its window began (when the read before it was started), and the guard
 takes only reports whose window began after its last action on the GPU.
@@ -110,6 +112,7 @@ class _Target:
     pending: Future[Series] | None = None
     pending_at: float = -math.inf
     error: str = ""
+    quiet: str = ""  # why windows are being dropped, once logged
 
 
 @dataclass(frozen=True)
@@ -193,13 +196,26 @@ class LatencyScraper:
         reports: list[LatencyReport] = []
         for name, metric in sorted(running.items()):
             assert metric is not None
-            target = self._targets.setdefault(name, _Target())
-            self._collect(name, metric, target, now, reports)
-            if target.pending is None and now >= target.due:
-                target.due = now + self.interval_s
-                target.pending_at = now
-                target.pending = self.executor.submit(self._read, metric)
-                self._collect(name, metric, target, now, reports)  # done already (inline)
+            target = self._targets.get(name)
+            latest = max(target.last_at, target.pending_at) if target else -math.inf
+            if now < latest:
+                # the wall clock stepped back: a window would span the step, and its start
+                # would come after the guard's next action; start afresh
+                self._event(now, name, "latency window restarted",
+                            f"the clock stepped back {latest - now:.3g} s")
+                target = None
+            if target is None:
+                target = self._targets[name] = _Target()
+            try:
+                self._collect(name, metric, target, now, reports)
+                if target.pending is None and now >= target.due:
+                    target.due = now + self.interval_s
+                    target.pending_at = now
+                    target.pending = self.executor.submit(self._read, metric)
+                    self._collect(name, metric, target, now, reports)  # done already (inline)
+            except Exception as exc:  # one service's trouble costs the others nothing
+                self._targets[name] = _Target()
+                self._event(now, name, "latency scrape failed", f"{type(exc).__name__}")
         return reports
 
     def _collect(self, name: str, metric: LatencyMetric, target: _Target, now: float,
@@ -240,17 +256,39 @@ class LatencyScraper:
                          f"{metric.url}: a bucket count is not a finite number")
             return None
         if target.error:
-            self.store.event(now, name, "latency scrape ok", detail=metric.url)
             target.error = ""
-        if not counts or counts[-1][1] < self.min_requests:
-            if last is not None and target.pending_at - last_at < self.max_window_s:
+            self._event(now, name, "latency scrape ok", metric.url)
+        if last is None:
+            return None  # the first read: a baseline
+        requests = counts[-1][1] if counts else 0.0
+        if requests < self.min_requests:
+            span = target.pending_at - last_at
+            if 0.0 <= span < self.max_window_s:
                 target.last, target.last_at = last, last_at  # too few yet: the window grows
+            else:
+                self._quiet(name, target, now, f"{requests:g} requests in {span:.3g} s, fewer "
+                            f"than {self.min_requests}: no p99 for the guard")
             return None
         p99 = histogram_quantile(counts, 0.99)
-        return None if p99 is None else p99 * UNIT_MS[metric.unit]
+        if p99 is None:
+            self._quiet(name, target, now, "no finite bucket bound: no p99 for the guard")
+            return None
+        target.quiet = ""
+        return p99 * UNIT_MS[metric.unit]
 
     def _failed(self, name: str, target: _Target, now: float, kind: str, detail: str) -> None:
         target.last = None
         if kind != target.error:
-            self.store.event(now, name, "latency scrape failed", detail=detail)
             target.error = kind
+            self._event(now, name, "latency scrape failed", detail)
+
+    def _quiet(self, name: str, target: _Target, now: float, detail: str) -> None:
+        """A window dropped without a p99: logged once until a window gives one again."""
+        if not target.quiet:
+            target.quiet = detail
+            self._event(now, name, "latency window dropped", detail)
+
+    def _event(self, now: float, name: str, what: str, detail: str) -> None:
+        # best effort: a store that cannot log must not cost the guard its reports
+        with contextlib.suppress(Exception):
+            self.store.event(now, name, what, detail=detail)

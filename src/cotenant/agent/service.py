@@ -31,7 +31,7 @@ from cotenant.agent.share import ShareController
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.agent.state import StateStore
 from cotenant.agent.supervisor import Supervisor
-from cotenant.errors import CotenantError, InputError
+from cotenant.errors import CotenantError, InputError, check_seconds
 from cotenant.policies.colocation.contract import SharePolicy
 
 WATCH_S = 0.05
@@ -71,47 +71,62 @@ class AgentService:
         self._scrape_lock = threading.Lock()  # the scraper serves one caller at a time
         self._gpus: list[GpuInfo] = []
         self._watching: tuple[threading.Thread, threading.Event] | None = None
+        self._watch_lock = threading.Lock()  # start_watching against itself and close
+        self._closed = False
 
     def watch(self) -> None:
         """The compute guard's fast path: take in the latency reads that have finished,
         start those due, and act on their reports now. :meth:`tick` calls it first."""
-        # latency pages are fetched outside the lock: a slow one must not hold up the API
+        # latency pages are fetched outside both locks (on the reads' own threads): a slow
+        # one holds up neither the API nor this call. The scraper's lock is held until the
+        # guard has the reports, so two callers' reports reach it in the order they were read
+        # (always _scrape_lock, then _lock: nothing takes them the other way round)
         with self._scrape_lock:
             reports = self.latency.tick(self.clock())
-        if not reports:
-            return
-        with self._lock:
-            now = self.clock()
-            for report in reports:
-                try:
-                    self.guard.report(report.workload, report.p99_ms, now, report.since)
-                except InputError:  # the service stopped since the read
-                    continue
-            self.guard.tick(now, self.share.shares)
+            if not reports:
+                return
+            with self._lock:
+                now = self.clock()
+                for report in reports:
+                    try:
+                        self.guard.report(report.workload, report.p99_ms, now, report.since)
+                    except InputError:  # the service stopped since the read
+                        continue
+                self.guard.tick(now, self.share.shares)
 
     def start_watching(self, period_s: float = WATCH_S) -> None:
-        """Run :meth:`watch` every ``period_s`` on a thread of its own until :meth:`close`."""
-        if self._watching is not None:
-            return
-        stop = threading.Event()
+        """Run :meth:`watch` every ``period_s`` (> 0) on a thread of its own until
+        :meth:`close`; a second call while it runs does nothing."""
+        check_seconds(period_s, "guard watch period", positive=True)
+        with self._watch_lock:
+            if self._closed:
+                raise InputError("guard watcher", "the agent service is closed",
+                                 hint="start watching before close()")
+            if self._watching is not None:
+                return
+            stop = threading.Event()
+            thread = threading.Thread(target=self._watch_loop, args=(stop, period_s),
+                                      name="cotenant-guard-watch", daemon=True)
+            self._watching = (thread, stop)
+            thread.start()
 
-        def loop() -> None:
-            last = ""
-            while not stop.wait(period_s):
-                try:
-                    self.watch()
-                    last = ""
-                except Exception as exc:  # the tick's own call meets it too; carry on
-                    text = f"{type(exc).__name__}: {exc!s:.160}"
+    def _watch_loop(self, stop: threading.Event, period_s: float) -> None:
+        last = ""
+        while not stop.wait(period_s):
+            try:
+                self.watch()
+                last = ""
+            except Exception as exc:  # the tick's own call meets it too; carry on
+                # nothing here may end the thread: not the exception's own text, not a
+                # broken store
+                text = type(exc).__name__
+                with contextlib.suppress(Exception):
+                    text = f"{text}: {exc!s:.160}"
+                with contextlib.suppress(Exception):
                     if text != last:
                         last = text
-                        with contextlib.suppress(Exception):  # a broken store: carry on too
-                            self.store.event(self.clock(), "agent", "guard watch failed",
-                                             detail=text)
-
-        thread = threading.Thread(target=loop, name="cotenant-guard-watch", daemon=True)
-        self._watching = (thread, stop)
-        thread.start()
+                        self.store.event(self.clock(), "agent", "guard watch failed",
+                                         detail=text)
 
     def tick(self) -> None:
         self.watch()
@@ -173,11 +188,13 @@ class AgentService:
             return self.metrics.render()
 
     def close(self) -> None:
-        if self._watching is not None:
-            thread, stop = self._watching
+        with self._watch_lock:
+            self._closed = True
+            watching, self._watching = self._watching, None
+        if watching is not None:
+            thread, stop = watching
             stop.set()
             thread.join()
-            self._watching = None
         with self._scrape_lock:
             self.latency.close()
         with self._lock:

@@ -165,3 +165,158 @@ def test_the_watcher_outlives_a_store_that_cannot_log(tmp_path: Path) -> None:
         assert len(calls) >= 3
     finally:
         service.close()
+
+
+def test_a_clock_stepping_back_starts_the_windows_afresh(tmp_path: Path) -> None:
+    """After a 60 s step back, reads go on every interval (not once the clock passes the old
+    schedule), and the next report's window starts after the step, so the guard's rule
+    "requests all served after my last action" still holds."""
+    agent = make_agent(tmp_path)
+    agent.submit({**ONLINE, "latency_metric": METRIC})
+    agent.run(0.5)
+    pages = Pages()
+    scraper = LatencyScraper(agent.store, pages, interval_s=0.25, executor=INLINE)
+    pages.serve(fast=100)
+    scraper.tick(agent.clock())  # the baseline
+    agent.clock.advance(0.25)
+    pages.serve(fast=5)
+    scraper.tick(agent.clock())  # too few: the window grows
+    agent.clock.now -= 60.0
+    stepped = agent.clock()
+    calls = pages.calls
+    reports = []
+    for _ in range(4):
+        agent.clock.advance(0.25)
+        pages.serve(fast=30)
+        reports += scraper.tick(agent.clock())
+    assert pages.calls == calls + 4  # one read per interval through the step
+    assert reports
+    assert all(r.since >= stepped for r in reports)
+    assert [e.kind for e in agent.store.events("web")].count("latency window restarted") == 1
+
+
+def test_one_service_that_cannot_be_logged_costs_the_others_nothing(tmp_path: Path) -> None:
+    """A store that cannot log (database locked, disk full) while one service's read fails
+    and another's shows a p99 rise: the rise still reaches the guard."""
+    agent = make_agent(tmp_path)
+    agent.submit({**ONLINE, "name": "a-web", "latency_metric": METRIC})
+    agent.submit({**ONLINE, "name": "b-web", "gpu": 1, "latency_metric": METRIC})
+    agent.run(0.5)
+    good, bad = Pages(), Pages()
+    served = {"a-web": good, "b-web": bad}
+    names = iter(())
+
+    def fetch(url: str, timeout_s: float) -> str:
+        return served[next(names)](url, timeout_s)
+
+    scraper = LatencyScraper(agent.store, fetch, interval_s=0.25, executor=INLINE)
+    good.serve(fast=100)
+    bad.serve(fast=100)
+    names = iter(["a-web", "b-web"])  # read in name order
+    scraper.tick(agent.clock())
+    bad.error = OSError("connection refused")
+
+    def no_log(*_: object, **__: object) -> None:
+        raise OSError("database is locked")
+
+    agent.store.event = no_log  # type: ignore[method-assign]
+    good.serve(fast=80, slow=20)
+    agent.clock.advance(0.25)
+    names = iter(["a-web", "b-web"])
+    [report] = scraper.tick(agent.clock())
+    assert report.workload == "a-web"
+    assert report.p99_ms > 50
+
+
+def test_dropped_windows_are_logged_once(tmp_path: Path) -> None:
+    """A quiet service (too few requests in ``max_window_s``) and a histogram with no finite
+    bucket give the guard nothing: each says so once, not on every read, and not silently."""
+    agent = make_agent(tmp_path)
+    agent.submit({**ONLINE, "latency_metric": METRIC})
+    agent.run(0.5)
+    pages = Pages()
+    scraper = LatencyScraper(agent.store, pages, interval_s=0.25, max_window_s=1.0,
+                             executor=INLINE)
+    for _ in range(20):  # 5 s at 2 requests a read
+        pages.serve(fast=2)
+        assert scraper.tick(agent.clock()) == []
+        agent.clock.advance(0.25)
+    [dropped] = [e for e in agent.store.events("web") if e.kind == "latency window dropped"]
+    assert "fewer than 20" in dropped.detail
+    pages.serve(fast=100)
+    assert scraper.tick(agent.clock())  # enough again: a report, and the note is reset
+
+    total = [0]
+
+    def inf_only(url: str, timeout_s: float) -> str:
+        total[0] += 100
+        return ('# TYPE req_seconds histogram\n'
+                f'req_seconds_bucket{{model="resnet50",le="+Inf"}} {total[0]}\n'
+                f'req_seconds_count{{model="resnet50"}} {total[0]}\n')
+
+    other = make_agent(tmp_path / "other")
+    other.submit({**ONLINE, "latency_metric": METRIC})
+    other.run(0.5)
+    scraper = LatencyScraper(other.store, inf_only, interval_s=0.25, executor=INLINE)
+    for _ in range(10):
+        assert scraper.tick(other.clock()) == []
+        other.clock.advance(0.25)
+    [dropped] = [e for e in other.store.events("web") if e.kind == "latency window dropped"]
+    assert "no finite bucket" in dropped.detail
+
+
+def test_reports_reach_the_guard_under_the_scrapers_lock(pair: Pair) -> None:
+    """The scraper's lock is held until the guard has the reports: a report read later can
+    never be overtaken by one read before it and handed over by another thread."""
+    held = []
+    report = pair.service.guard.report
+
+    def checked(*args: object, **kwargs: object) -> object:
+        held.append(pair.service._scrape_lock.locked())
+        return report(*args, **kwargs)  # type: ignore[arg-type]
+
+    pair.service.guard.report = checked  # type: ignore[method-assign]
+    pair.pages.serve(fast=500)
+    pair.clock.advance(0.5)
+    pair.service.watch()
+    pair.pages.serve(fast=100)
+    pair.clock.advance(0.25)
+    pair.service.watch()
+    assert held == [True]
+
+
+def test_the_watcher_is_started_once_with_a_positive_period_and_not_after_close(
+    pair: Pair,
+) -> None:
+    with pytest.raises(InputError, match="guard watch period"):
+        pair.service.start_watching(0.0)
+    pair.service.close()
+    with pytest.raises(InputError, match="closed"):
+        pair.service.start_watching(0.01)
+
+
+def test_an_exception_that_cannot_be_printed_does_not_end_the_watcher(tmp_path: Path) -> None:
+    class UnprintableError(Exception):
+        def __str__(self) -> str:
+            raise ValueError("no text")
+
+    clock = ManualClock(1000.0)
+    service = AgentService(FakeNode.build("A100-40GB", 1, clock), tmp_path, FixedShare(50),
+                           clock=clock, executor=INLINE)
+    calls = []
+
+    def broken(now: float) -> list[LatencyReport]:
+        calls.append(now)
+        raise UnprintableError
+
+    service.latency.tick = broken  # type: ignore[method-assign]
+    try:
+        service.start_watching(0.01)
+        deadline = time.monotonic() + 5.0
+        while len(calls) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(calls) >= 3
+        failed = [e for e in service.store.events("agent") if e.kind == "guard watch failed"]
+        assert [e.detail for e in failed] == ["UnprintableError"]
+    finally:
+        service.close()
