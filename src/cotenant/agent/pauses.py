@@ -50,9 +50,17 @@ class Pauses:
             self.store.event(now, name, "resumed", detail=why)
 
     def release_all(self, now: float, why: str) -> None:
-        """Resume every paused workload (the agent is stopping: no one would resume them)."""
+        """Resume every paused workload (the agent is stopping: no one would resume them).
+        One that fails (its signal, its record, its event) keeps none of the others stopped;
+        the first failure is raised once all were tried."""
+        first: Exception | None = None
         for name in list(self._paused):
-            self.release(name, now, why)
+            try:
+                self.release(name, now, why)
+            except Exception as exc:  # the rest are resumed all the same
+                first = first or exc
+        if first is not None:
+            raise first
 
     def resume_due(self, now: float) -> None:
         """Resume what is due; forget pauses whose process has exited meanwhile."""

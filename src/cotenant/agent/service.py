@@ -188,16 +188,29 @@ class AgentService:
             return self.metrics.render()
 
     def close(self) -> None:
-        with self._watch_lock:
-            self._closed = True
-            watching, self._watching = self._watching, None
-        if watching is not None:
-            thread, stop = watching
-            stop.set()
-            thread.join()
-        with self._scrape_lock:
-            self.latency.close()
+        """Stop the watcher, then resume every paused offline client and close the store.
+        The resume runs whatever cuts the first part short (an interrupt while the watcher
+        is joined): a client left stopped would hold its GPU memory until the next run."""
+        try:
+            with self._watch_lock:
+                self._closed = True
+                watching, self._watching = self._watching, None
+            if watching is not None:
+                thread, stop = watching
+                stop.set()
+                thread.join()
+            with self._scrape_lock:
+                self.latency.close()
+        except BaseException:
+            with contextlib.suppress(Exception):  # the interrupt is what the caller gets
+                self._resume_and_close()
+            raise
+        self._resume_and_close()
+
+    def _resume_and_close(self) -> None:
         with self._lock:
-            self.supervisor.pauses.release_all(self.clock(), "agent stopping")
-            self.store.close()
+            try:
+                self.supervisor.pauses.release_all(self.clock(), "agent stopping")
+            finally:
+                self.store.close()
 

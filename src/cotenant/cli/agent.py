@@ -148,16 +148,21 @@ def run(
     except KeyboardInterrupt:
         stop.requested = True
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        if stop.requested:
-            kept = ("fake workloads end with this process; the next run restarts them"
-                    if backend == "fake"
-                    else "workloads keep running; the next run re-adopts them")
-            typer.echo(f"cotenant agent: stopping ({kept})")
-        server.shutdown()
-        server.server_close()
-        service.close()
+        # the shutdown is short and must not be cut: it resumes paused offline clients
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+        try:
+            if stop.requested:
+                kept = ("fake workloads end with this process; the next run restarts them"
+                        if backend == "fake"
+                        else "workloads keep running; the next run re-adopts them")
+                typer.echo(f"cotenant agent: stopping ({kept})")
+            server.shutdown()
+            server.server_close()
+            service.close()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # Ctrl-C; systemd stops with SIGTERM

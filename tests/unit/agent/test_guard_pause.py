@@ -8,6 +8,8 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import pytest
+
 from cotenant.agent.backends import FakeNode, ManualClock
 from cotenant.agent.guard import GuardSettings
 from cotenant.agent.latency import INLINE
@@ -219,6 +221,45 @@ def test_an_agent_that_stops_resumes_what_it_paused(tmp_path: Path) -> None:
     assert fake.paused(record.pid)
     service.close()
     assert not fake.paused(record.pid)
+
+
+def test_an_interrupted_close_still_resumes_what_the_agent_paused(tmp_path: Path) -> None:
+    """A second Ctrl-C while ``close`` joins the watcher, and a store that cannot log the
+    first resume: every paused client is resumed all the same, and the interrupt goes on."""
+    clock = ManualClock(1000.0)
+    fake = FakeNode.build("A100-40GB", 2, clock)
+    service = AgentService(fake, tmp_path, FixedShare(50), clock=clock, executor=INLINE)
+    service.submit(OFFLINE)
+    service.submit({**OFFLINE, "name": "train-b", "gpu": 1})
+    service.tick()
+    pids = []
+    for name in ("train", "train-b"):
+        record = service.store.get(name)
+        assert record is not None
+        assert record.pid is not None
+        assert service.supervisor.pause(name, clock(), clock() + 600.0)
+        pids.append(record.pid)
+    service.start_watching(60.0)
+    assert service._watching is not None
+    thread = service._watching[0]
+
+    def interrupted(timeout: float | None = None) -> None:
+        raise KeyboardInterrupt
+
+    thread.join = interrupted  # type: ignore[method-assign]
+    event = service.store.event
+    calls = []
+
+    def first_fails(*args: object, **kwargs: object) -> None:
+        calls.append(args)
+        if len(calls) == 1:
+            raise OSError("database is locked")
+        event(*args, **kwargs)  # type: ignore[arg-type]
+
+    service.store.event = first_fails  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        service.close()
+    assert not any(fake.paused(pid) for pid in pids)
 
 
 def test_an_mps_fault_reaches_a_paused_client_once_it_is_resumed(tmp_path: Path) -> None:
