@@ -4,7 +4,7 @@ scraped p99 acted on by ``watch`` (its own thread) rather than at the next recon
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,30 +119,26 @@ def test_the_watcher_thread_pauses_the_co_runner_between_ticks(pair: Pair) -> No
     assert pages.calls == calls  # the watcher has stopped
 
 
-def test_a_failing_watch_is_recorded_once_and_the_watcher_carries_on(tmp_path: Path) -> None:
-    clock = ManualClock(1000.0)
-    node = FakeNode.build("A100-40GB", 1, clock)
-    service = AgentService(node, tmp_path, FixedShare(50), clock=clock, executor=INLINE)
-    calls = []
-
-    def broken(now: float) -> list[LatencyReport]:
-        calls.append(now)
-        raise RuntimeError("scraper broke")
-
-    service.latency.tick = broken  # type: ignore[method-assign]
-    try:
-        service.start_watching(0.01)
-        deadline = time.monotonic() + 5.0
-        while len(calls) < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert len(calls) >= 3  # still running after the first failure
-        failed = [e for e in service.store.events("agent") if e.kind == "guard watch failed"]
-        assert [e.detail for e in failed] == ["RuntimeError: scraper broke"]
-    finally:
-        service.close()
+class UnprintableError(Exception):
+    def __str__(self) -> str:
+        raise ValueError("no text")
 
 
-def test_the_watcher_outlives_a_store_that_cannot_log(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("error", "can_log", "logged"),
+    [
+        # logged once, though it fails on every call
+        (lambda n: RuntimeError("scraper broke"), True, ["RuntimeError: scraper broke"]),
+        # a new message every time, to a store that cannot log any of them
+        (lambda n: RuntimeError(f"scraper broke {n}"), False, []),
+        # an exception whose text cannot be read: its type is
+        (lambda n: UnprintableError(), True, ["UnprintableError"]),
+    ],
+    ids=["once", "store-cannot-log", "unprintable"],
+)
+def test_a_failing_watch_never_ends_the_watcher(
+    tmp_path: Path, error: Callable[[int], Exception], can_log: bool, logged: list[str],
+) -> None:
     clock = ManualClock(1000.0)
     service = AgentService(FakeNode.build("A100-40GB", 1, clock), tmp_path, FixedShare(50),
                            clock=clock, executor=INLINE)
@@ -150,19 +146,22 @@ def test_the_watcher_outlives_a_store_that_cannot_log(tmp_path: Path) -> None:
 
     def broken(now: float) -> list[LatencyReport]:
         calls.append(now)
-        raise RuntimeError(f"scraper broke {len(calls)}")  # a new message every time
+        raise error(len(calls))
 
     def no_log(*_: object, **__: object) -> None:
         raise OSError("disk full")
 
     service.latency.tick = broken  # type: ignore[method-assign]
-    service.store.event = no_log  # type: ignore[method-assign]
+    if not can_log:
+        service.store.event = no_log  # type: ignore[method-assign]
     try:
         service.start_watching(0.01)
         deadline = time.monotonic() + 5.0
         while len(calls) < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert len(calls) >= 3
+        assert len(calls) >= 3  # still running after the first failures
+        failed = [e for e in service.store.events("agent") if e.kind == "guard watch failed"]
+        assert [e.detail for e in failed] == logged
     finally:
         service.close()
 
@@ -204,7 +203,7 @@ def test_one_service_that_cannot_be_logged_costs_the_others_nothing(tmp_path: Pa
     agent.run(0.5)
     good, bad = Pages(), Pages()
     served = {"a-web": good, "b-web": bad}
-    names = iter(())
+    names: Iterator[str] = iter(())
 
     def fetch(url: str, timeout_s: float) -> str:
         return served[next(names)](url, timeout_s)
@@ -275,7 +274,7 @@ def test_reports_reach_the_guard_under_the_scrapers_lock(pair: Pair) -> None:
         held.append(pair.service._scrape_lock.locked())
         return report(*args, **kwargs)  # type: ignore[arg-type]
 
-    pair.service.guard.report = checked  # type: ignore[method-assign]
+    pair.service.guard.report = checked  # type: ignore[method-assign,assignment]
     pair.pages.serve(fast=500)
     pair.clock.advance(0.5)
     pair.service.watch()
@@ -293,30 +292,3 @@ def test_the_watcher_is_started_once_with_a_positive_period_and_not_after_close(
     pair.service.close()
     with pytest.raises(InputError, match="closed"):
         pair.service.start_watching(0.01)
-
-
-def test_an_exception_that_cannot_be_printed_does_not_end_the_watcher(tmp_path: Path) -> None:
-    class UnprintableError(Exception):
-        def __str__(self) -> str:
-            raise ValueError("no text")
-
-    clock = ManualClock(1000.0)
-    service = AgentService(FakeNode.build("A100-40GB", 1, clock), tmp_path, FixedShare(50),
-                           clock=clock, executor=INLINE)
-    calls = []
-
-    def broken(now: float) -> list[LatencyReport]:
-        calls.append(now)
-        raise UnprintableError
-
-    service.latency.tick = broken  # type: ignore[method-assign]
-    try:
-        service.start_watching(0.01)
-        deadline = time.monotonic() + 5.0
-        while len(calls) < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert len(calls) >= 3
-        failed = [e for e in service.store.events("agent") if e.kind == "guard watch failed"]
-        assert [e.detail for e in failed] == ["UnprintableError"]
-    finally:
-        service.close()
