@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from cotenant.errors import CotenantError, UnknownNameError
+from cotenant.errors import CotenantError, InputError, UnknownNameError
 
 T = TypeVar("T")
 
@@ -61,7 +61,13 @@ class Registry(Generic[T]):
                 factory = getattr(importlib.import_module(module_name), attr)
             except (ImportError, AttributeError) as exc:
                 raise UnknownNameError(self.kind, name, self._factories) from exc
-            result: T = factory(**kwargs)
+            if not callable(factory):
+                raise InputError(name, f"is a {type(factory).__name__}, not a {self.kind} "
+                                 "factory", hint="name a class or function as module:attr")
+            try:
+                result: T = factory(**kwargs)
+            except TypeError as exc:  # a factory whose parameters are not the ones passed
+                raise InputError(name, f"cannot build a {self.kind}: {exc}") from exc
             return result
         return self._factories[self.canonical(name)](**kwargs)
 

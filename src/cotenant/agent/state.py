@@ -94,9 +94,14 @@ class StateStore:
             path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:  # not SQLite, or a schema of something else
+            self._db.close()
+            raise InputError(str(path), f"is not the agent's state database ({exc})",
+                             hint="move it aside, or give another --state-dir") from exc
 
     def close(self) -> None:
         with self._lock:

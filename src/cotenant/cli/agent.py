@@ -27,6 +27,7 @@ from cotenant.agent.latency import SCRAPE_INTERVAL_S
 from cotenant.agent.service import AgentService
 from cotenant.agent.share import SHARE_POLICIES
 from cotenant.agent.spec import WorkloadSpec
+from cotenant.cli.checks import finite, out_dir
 from cotenant.errors import CotenantError, InputError, UnknownNameError
 from cotenant.policies.colocation.contract import SharePolicy, check_share_pct
 from cotenant.report.tables import fitted_tables
@@ -87,19 +88,22 @@ def run(
     ] = None,
     share_window_s: Annotated[
         float,
-        typer.Option(min=0.0, help="the share policy sees the peak load of this many seconds: "
+        typer.Option(min=0.0, callback=finite,
+                     help="the share policy sees the peak load of this many seconds: "
                      "a fall in load lowers the online share only once it has lasted this long"),
     ] = 60.0,
     scrape_interval_s: Annotated[
         float,
-        typer.Option(min=0.1, help="seconds between reads of each online service's "
+        typer.Option(min=0.1, callback=finite,
+                     help="seconds between reads of each online service's "
                      "latency_metric histogram (its p99 feeds the compute guard, which acts "
                      "as a read finishes, not at the next tick; a window with under 20 "
                      "requests grows, up to 5 s)"),
     ] = SCRAPE_INTERVAL_S,
     guard_pause_s: Annotated[
         float,
-        typer.Option(min=0.0, help="the compute guard first pauses an online service's offline "
+        typer.Option(min=0.0, callback=finite,
+                     help="the compute guard first pauses an online service's offline "
                      "co-runner (SIGSTOP) this long; a p99 still over the SLO then throttles "
                      "(0: throttle at once)"),
     ] = 10.0,
@@ -111,13 +115,18 @@ def run(
                      "cgroup, where it may write; off: by process group and environment token "
                      "only)"),
     ] = "auto",
-    interval: Annotated[float, typer.Option(help="seconds between reconcile ticks")] = 1.0,
-    ticks: Annotated[int, typer.Option(help="stop after this many ticks (0: until SIGINT)")] = 0,
+    interval: Annotated[
+        float, typer.Option(min=0.01, callback=finite, help="seconds between reconcile ticks")
+    ] = 1.0,
+    ticks: Annotated[
+        int, typer.Option(min=0, help="stop after this many ticks (0: until SIGINT)")
+    ] = 0,
 ) -> None:
     """Run the agent until SIGINT (the fake backend runs anywhere)."""
     if backend not in BACKEND_NAMES:
         raise UnknownNameError("backend", backend, BACKEND_NAMES)
     host, port = parse_listen(listen)
+    out_dir(state_dir, "--state-dir")
     policy = share_policy_of(share_policy, online_share, min_online_share)
     guard = GuardSettings(pause_s=guard_pause_s)
     token = ensure_token(token_file or state_dir / "token")
@@ -181,7 +190,11 @@ def share_policy_of(name: str, online_share: int, min_online_share: int | None) 
             raise InputError("--min-online-share", f"is a setting of the dynamic share "
                              f"policy, not {name!r}", hint="use --share-policy dynamic")
         kwargs["min_share"] = check_share_pct(min_online_share, "--min-online-share")
-    return SHARE_POLICIES.create(name, **kwargs)
+    policy = SHARE_POLICIES.create(name, **kwargs)
+    if not callable(getattr(policy, "online_share", None)):  # a plugin that is something else
+        raise InputError("--share-policy", f"{name!r} made a {type(policy).__name__}, which has "
+                         "no online_share(observation) method")
+    return policy
 
 
 class StopRequest:
@@ -302,7 +315,8 @@ def stop(
 @app.command()
 def report(
     name: Annotated[str, typer.Argument(help="online workload name")],
-    p99_ms: Annotated[float, typer.Option("--p99-ms", help="its measured p99 latency (ms)")],
+    p99_ms: Annotated[float, typer.Option("--p99-ms", min=0.0, callback=finite,
+                                         help="its measured p99 latency (ms)")],
     url: Url = DEFAULT_URL,
     state_dir: StateDir = DEFAULT_STATE,
     token_file: TokenFile = None,

@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
+from cotenant.cli.checks import finite
 from cotenant.cli.colocation_inputs import (
     guard_note,
     muxflow_from_options,
@@ -41,6 +42,11 @@ from cotenant.sim.colocation_records import ColocationConfig, ColocationRun
 from cotenant.sim.colocation_workload import ARRIVALS, ColocationWorkload
 
 COLOCATION_POLICIES = ["dedicated", "mps-fixed", "time-slicing", "muxflow"]
+# Bounds that keep a typo from a run that would not end: a leap year, fifty times the 20,000
+# GPUs the scale benchmark runs, a thousand times the online GPU-time.
+MAX_HOURS = 24 * 366
+MAX_GPUS = 1_000_000
+MAX_OFFLINE_DEMAND = 1000.0
 
 
 def colocation(
@@ -59,39 +65,48 @@ def colocation(
         list[str] | None,
         typer.Option("--policy", "-p", help="co-location policy, repeatable (default: all four)"),
     ] = None,
-    seed: Annotated[int, typer.Option(help="seed of the workload draw and the faults")] = 42,
-    hours: Annotated[float, typer.Option(min=0.02, help="simulated hours")] = 24.0,
+    seed: Annotated[int, typer.Option(min=0, help="seed of the workload draw and the faults")] = 42,
+    hours: Annotated[float, typer.Option(min=0.02, max=MAX_HOURS, callback=finite,
+                                   help="simulated hours")] = 24.0,
     gpus: Annotated[
-        int, typer.Option(min=1, help="online GPUs of the synthetic workload (no --pods)")
+        int, typer.Option(min=1, max=MAX_GPUS,
+                          help="online GPUs of the synthetic workload (no --pods)")
     ] = 2000,
     offline_demand: Annotated[
-        float, typer.Option(min=0.0, help="offline work, x online GPU-time of the horizon")
+        float, typer.Option(min=0.0, max=MAX_OFFLINE_DEMAND, callback=finite,
+                            help="offline work, x online GPU-time of the horizon")
     ] = 2.0,
     arrivals: Annotated[
         str, typer.Option(help=f"offline arrivals: {' or '.join(ARRIVALS)} (all at time 0)")
     ] = "spread",
     load_scale: Annotated[
-        float, typer.Option(help="multiply the duty cycles (capped at 1): a busier fleet")
+        float, typer.Option(callback=finite,
+                            help="multiply the duty cycles (capped at 1): a busier "
+                            "fleet")
     ] = 1.0,
     slo_headroom: Annotated[
-        float, typer.Option(min=1.01, help="SLO = this x the p99 alone at peak load")
+        float, typer.Option(min=1.01, callback=finite,
+                            help="SLO = this x the p99 alone at peak load")
     ] = 1.5,
     fault_scale: Annotated[
-        float, typer.Option(min=0.0, help="multiply the default fault rates")
+        float, typer.Option(min=0.0, callback=finite, help="multiply the default fault rates")
     ] = 1.0,
     mps_share: Annotated[
         int, typer.Option(min=1, max=100, help="online SM share (%) of mps-fixed")
     ] = 50,
     offline_start_s: Annotated[
-        float, typer.Option(min=0.0, help="seconds an offline job is down when placed")
+        float, typer.Option(min=0.0, callback=finite,
+                            help="seconds an offline job is down when placed")
     ] = 30.0,
     share_change_s: Annotated[
-        float, typer.Option(min=0.0, help="seconds a running offline job is down when its MPS "
+        float, typer.Option(min=0.0, callback=finite,
+                            help="seconds a running offline job is down when its MPS "
                             "share changes (a restart; 0 = shares change in place)")
     ] = 30.0,
     guard_reaction_s: Annotated[
         float | None,
-        typer.Option(min=0.0, help="seconds MuxFlow's compute guard takes to act on a p99 "
+        typer.Option(min=0.0, callback=finite,
+                     help="seconds MuxFlow's compute guard takes to act on a p99 "
                      "rise (an assumption; from 1% of an interval, 0.6 s at 1 min, an interval "
                      "whose p99 crossed the SLO stays a violation; default 0.5)"),
     ] = None,
@@ -110,7 +125,8 @@ def colocation(
     ] = False,
     admit_quantiles: Annotated[
         list[float] | None,
-        typer.Option("--admit-quantile", help="--frontier: admit the baselines by this "
+        typer.Option("--admit-quantile", callback=finite,
+                     help="--frontier: admit the baselines by this "
                      "quantile of each service's load (repeat for several; default 1 = the "
                      "peak; 0.99 helps where nearly every service peaks at 1)"),
     ] = None,

@@ -1,10 +1,12 @@
-"""Entry point: ``cotenant``. Every :class:`CotenantError` becomes one line on stderr and exit
-code 2, and typer reports usage errors with exit code 2; no traceback reaches the user for bad
-input."""
+"""Entry point: ``cotenant``. Every :class:`CotenantError` and every usage error (an unknown
+option, a value out of range) becomes one line on stderr and exit code 2; a file the system
+refuses (no space, no permission) one line and exit code 1. No traceback reaches the user for
+bad input."""
 
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 import typer
 
@@ -42,12 +44,44 @@ def version() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI. Usage errors are typer's (exit 2); bad input exits 2 with one line."""
+    """Run the CLI and exit: 0 when it succeeds, 2 with one line for bad input or usage, 1 with
+    one line when the system refuses a file."""
     try:
-        app(args=argv)
+        result = app(args=argv, prog_name="cotenant", standalone_mode=False)
     except CotenantError as exc:
-        typer.echo(f"cotenant: error: {exc.one_line()}", err=True)
-        sys.exit(exc.exit_code)
+        fail(exc.one_line(), exc.exit_code)
+    except USAGE_ERROR as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group: its help, as typer shows it
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(2)
+        fail(usage_line(exc), 2)
+    except typer.Abort:
+        fail("aborted", 1)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        fail(f"{where}{exc.strerror or exc}", 1)
+    sys.exit(result if isinstance(result, int) else 0)  # typer.Exit(code) returns its code
+
+
+# typer ships its own click since 0.2x and re-exports only BadParameter, whose base is the
+# usage error every parser failure raises.
+USAGE_ERROR: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError"
+)
+
+
+def usage_line(exc: Exception) -> str:
+    """A usage error on one line: the command, the message and where to read more."""
+    ctx = getattr(exc, "ctx", None)
+    path = ctx.command_path if ctx is not None else "cotenant"
+    message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
+    command = path.partition(" ")[2]  # the line already starts with "cotenant: "
+    return f"{command + ': ' if command else ''}{message} (hint: see {path} --help)"
+
+
+def fail(line: str, code: int) -> NoReturn:
+    typer.echo(f"cotenant: error: {line}", err=True)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

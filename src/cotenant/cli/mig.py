@@ -12,6 +12,7 @@ from rich.console import Console
 
 from cotenant.agent.backends import BACKEND_NAMES, open_backend
 from cotenant.agent.mig import MigManager
+from cotenant.cli.checks import file_option, finite
 from cotenant.errors import NotSupportedError, UnknownNameError
 from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigGeometry
@@ -82,7 +83,8 @@ def apply(
     state_dir: StateDir = Path(".cotenant"),
     drain: Annotated[bool, typer.Option(help="stop the GPU's processes first")] = False,
     grace_s: Annotated[
-        float, typer.Option(min=0.0, help="--drain: seconds from SIGTERM to SIGKILL")
+        float, typer.Option(min=0.0, callback=finite,
+                            help="--drain: seconds from SIGTERM to SIGKILL")
     ] = 10.0,
 ) -> None:
     """Apply a MIG layout to one GPU (a no-op when it is already there; MIG mode must be on).
@@ -98,7 +100,9 @@ def export(
     backend: Backend = "nvml",
     gpus: FakeGpus = "A100-40GB:1",
     state_dir: StateDir = Path(".cotenant"),
-    out: Annotated[Path | None, typer.Option(help="write the YAML here")] = None,
+    out: Annotated[
+        Path | None, typer.Option(callback=file_option, help="write the YAML here")
+    ] = None,
 ) -> None:
     """Export every GPU's current layout as a mig-parted config (``cotenant-current``)."""
     text = yaml.safe_dump(_manager(backend, gpus, state_dir).export(), sort_keys=False)

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from cotenant.cli.checks import dir_option
+
 PodsOpt = Annotated[
     Path | None, typer.Option("--pods", help="openb pod list CSV (default: embedded synthetic)")
 ]
@@ -15,5 +17,6 @@ NodesOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print a JSON summary on stdout")]
 OutOpt = Annotated[
-    Path | None, typer.Option("--out", help="report directory (HTML + PNG); none if omitted")
+    Path | None, typer.Option("--out", callback=dir_option,
+                              help="report directory (HTML + PNG); none if omitted")
 ]

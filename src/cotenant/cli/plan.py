@@ -11,6 +11,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from cotenant.cli.checks import dir_option, file_option, finite
 from cotenant.errors import InputError
 from cotenant.model.deployment import Deployment, deployment_document, parse_deployment
 from cotenant.model.serving import parse_spec
@@ -65,23 +66,27 @@ def mig(
     ] = "auto",
     time_limit: Annotated[
         float,
-        typer.Option(min=0.01, help="seconds for the solver (more can close the gap on big plans)"),
+        typer.Option(min=0.01, callback=finite,
+                     help="seconds for the solver (more can close the gap on big plans)"),
     ] = DEFAULT_TIME_LIMIT,
     profiles: Annotated[
         Path | None, typer.Option(help="profile CSV (model,gpu,profile,batch,...)")
     ] = None,
     mig_parted: Annotated[
-        Path | None, typer.Option("--mig-parted", help="write a mig-parted config here")
+        Path | None, typer.Option("--mig-parted", callback=file_option,
+                                  help="write a mig-parted config here")
     ] = None,
     current_path: Annotated[
         Path | None,
         typer.Option("--current", help="Deployment running today: adds safe reconfiguration steps"),
     ] = None,
     save: Annotated[
-        Path | None, typer.Option("--save", help="write the planned Deployment (YAML) here")
+        Path | None, typer.Option("--save", callback=file_option,
+                                  help="write the planned Deployment (YAML) here")
     ] = None,
     out: Annotated[
-        Path | None, typer.Option(help="write plan.json, layouts.png and index.html here")
+        Path | None, typer.Option(callback=dir_option,
+                                  help="write plan.json, layouts.png and index.html here")
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the plan as JSON")] = False,
 ) -> None:

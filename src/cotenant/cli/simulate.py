@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
+from cotenant.cli.checks import finite
 from cotenant.cli.colocation import colocation
 from cotenant.cli.options import JsonOpt, NodesOpt, OutOpt, PodsOpt
 from cotenant.errors import InputError
@@ -33,6 +34,7 @@ from cotenant.traces.source import load_workload
 
 app = typer.Typer(help="Run the trace-driven simulator.", no_args_is_help=False)
 DEFAULT_POLICIES = ["random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd"]
+MAX_DEMAND = 100.0  # x capacity: past this a typo, not an experiment, and a run without end
 
 PolicyOpt = Annotated[
     list[str] | None,
@@ -54,9 +56,10 @@ def fragmentation(
     nodes: NodesOpt = None,
     policy: PolicyOpt = None,
     seeds: Annotated[int, typer.Option(min=1, help="number of seeds")] = 10,
-    seed_start: Annotated[int, typer.Option(help="first seed")] = 42,
+    seed_start: Annotated[int, typer.Option(min=0, help="first seed")] = 42,
     demand: Annotated[
-        float, typer.Option(min=0.01, help="arrived GPU demand to reach, x capacity")
+        float, typer.Option(min=0.01, max=MAX_DEMAND, callback=finite,
+                            help="arrived GPU demand to reach, x capacity")
     ] = 1.3,
     report_at: Annotated[int, typer.Option(help="arrived demand (%) for the summary")] = 100,
     workers: Annotated[int | None, typer.Option(min=1, help="processes (default: CPUs)")] = None,
@@ -148,8 +151,10 @@ def replay(
     pods: PodsOpt = None,
     nodes: NodesOpt = None,
     policy: PolicyOpt = None,
-    seed: Annotated[int, typer.Option(help="seed for tie breaking")] = 42,
-    sample_every: Annotated[float, typer.Option(min=1.0, help="seconds between samples")] = 3600.0,
+    seed: Annotated[int, typer.Option(min=0, help="seed for tie breaking")] = 42,
+    sample_every: Annotated[
+        float, typer.Option(min=1.0, callback=finite, help="seconds between samples")
+    ] = 3600.0,
     params: ParamsOpt = None,
     synthetic_pods: Annotated[int | None, typer.Option(min=1)] = None,
     synthetic_nodes: Annotated[int | None, typer.Option(min=1)] = None,

@@ -11,6 +11,7 @@ from typing import Annotated
 import numpy as np
 import typer
 
+from cotenant.cli.checks import file_option, finite
 from cotenant.errors import InputError
 from cotenant.traces.genai import fit_genai, load_duty_cycles
 from cotenant.traces.openb import load_nodes, load_pods
@@ -43,7 +44,9 @@ def check(
 def fit(
     pods: Annotated[Path, typer.Argument(help="openb pod list CSV")],
     nodes: Annotated[Path, typer.Argument(help="openb node list CSV")],
-    out: Annotated[Path, typer.Option(help="where to write the parameters (JSON)")],
+    out: Annotated[
+        Path, typer.Option(callback=file_option, help="where to write the parameters (JSON)")
+    ],
 ) -> None:
     """Fit synthetic-workload parameters to a trace (what the embedded default was made by)."""
     params = fit_openb(load_pods(pods), load_nodes(nodes), f"{pods.name} + {nodes.name}")
@@ -57,11 +60,15 @@ def fit(
 @app.command()
 def genai(
     path: Annotated[Path, typer.Argument(help="GenAI duty-cycle trace (.tar.gz or .csv)")],
-    interval: Annotated[int, typer.Option(help="grid step in seconds")] = 60,
-    max_gap: Annotated[int, typer.Option(help="longest gap interpolated, in steps")] = 5,
-    min_coverage: Annotated[float, typer.Option(help="reject series covering less")] = 0.5,
+    interval: Annotated[int, typer.Option(min=1, help="grid step in seconds")] = 60,
+    max_gap: Annotated[int, typer.Option(min=0, help="longest gap interpolated, in steps")] = 5,
+    min_coverage: Annotated[
+        float, typer.Option(min=0.0, max=1.0, callback=finite, help="reject series covering less")
+    ] = 0.5,
     memory: Annotated[Path | None, typer.Option(help="GPU memory-used trace")] = None,
-    out: Annotated[Path | None, typer.Option(help="write fitted synthetic parameters")] = None,
+    out: Annotated[
+        Path | None, typer.Option(callback=file_option, help="write fitted synthetic parameters")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print JSON on stdout")] = False,
 ) -> None:
     """Load per-pod GPU duty cycles strictly; report what was kept, filled, held, rejected."""

@@ -18,6 +18,7 @@ path)::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +56,8 @@ class ServingSpec:
 def _number(value: Any, where: str, *, positive: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(where, f"{value!r} is not a number")
+    if not math.isfinite(value):
+        raise InputError(where, f"{value} must be a finite number")
     if value < 0 or (positive and value == 0):
         raise InputError(where, f"{value} must be {'> 0' if positive else '>= 0'}")
     return float(value)

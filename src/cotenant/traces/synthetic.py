@@ -35,6 +35,7 @@ import numpy as np
 from cotenant.errors import InputError
 from cotenant.model.gpu import CATALOG
 from cotenant.model.workload import Node, Pod, PodShape, Qos
+from cotenant.traces.params_check import checked_fields, request_class
 
 FORMAT = "cotenant/synthetic-params/v1"
 
@@ -71,27 +72,7 @@ class SyntheticParams:
     @staticmethod
     def from_json(text: str, where: str = "params") -> SyntheticParams:
         data = params_json(text, where, FORMAT, "synthetic-parameters")
-        try:
-            return SyntheticParams(
-                source=data["source"],
-                shapes=[(int(a), int(b), int(c), int(d)) for a, b, c, d in data["shapes"]],
-                shape_weights=data["shape_weights"],
-                qos=data["qos"],
-                lifetime=data["lifetime"],
-                arrival_gap=data["arrival_gap"],
-                node_types=[(str(m), int(g), int(c), int(r)) for m, g, c, r in data["node_types"]],
-                node_weights=data["node_weights"],
-                nodes=data["nodes"],
-                pods=data["pods"],
-            )
-        except (KeyError, TypeError, IndexError, ValueError) as exc:
-            raise InputError(where, f"missing or malformed field {exc}") from exc
-
-
-def request_class(shape: PodShape) -> str:
-    if shape.num_gpu == 0:
-        return "cpu"
-    return "fractional" if shape.fractional else "whole"
+        return SyntheticParams(**checked_fields(data, where))
 
 
 def fit_openb(pods: Sequence[Pod], nodes: Sequence[Node], source: str) -> SyntheticParams:

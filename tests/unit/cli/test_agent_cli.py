@@ -52,19 +52,25 @@ def test_mig_apply_on_fake(capsys: Capsys) -> None:
         (["agent", "run", "--backend", "fake", "--listen", "nowhere"], "HOST:PORT"),
         (["agent", "run", "--backend", "gpu"], "unknown backend"),
         (["agent", "run", "--backend", "fake", "--share-policy", "nope"], "unknown share policy"),
+        (["agent", "run", "--backend", "fake", "--share-policy", "os:path"],
+         "os:path: is a module, not a share policy factory"),
+        (["agent", "run", "--backend", "fake", "--share-policy", "os:getcwd"],
+         "'os:getcwd' made a str, which has no online_share(observation) method"),
+        (["agent", "run", "--backend", "fake", "--share-policy", "os:getenv"],
+         "os:getenv: cannot build a share policy"),
         (["agent", "run", "--backend", "fake", "--min-online-share", "0"], "outside 1-100"),
         (["agent", "run", "--backend", "fake", "--share-policy", "static",
           "--min-online-share", "50"], "a setting of the dynamic share policy, not 'static'"),
         (["agent", "run", "--backend", "fake", "--listen", "127.0.0.1:0", "--share-window-s",
-          "inf"], "share window: inf s must be a finite number"),
+          "inf"], "--share-window-s: inf must be a finite number"),
         (["agent", "run", "--backend", "fake", "--listen", "127.0.0.1:0",
-          "--scrape-interval-s", "inf"], "latency scrape interval: inf s must be a finite"),
+          "--scrape-interval-s", "inf"], "--scrape-interval-s: inf must be a finite"),
         (["agent", "run", "--backend", "fake", "--listen", "127.0.0.1:0",
-          "--guard-pause-s", "inf"], "guard pause_s: inf s must be a finite"),
+          "--guard-pause-s", "inf"], "--guard-pause-s: inf must be a finite"),
         (["agent", "run", "--backend", "nvml", "--cgroups", "/nonexistent/cotenant"],
          "--cgroups: /nonexistent/cotenant: cannot run a process in a cgroup v2"),
         (["mig", "apply", "7g.40gb", "--gpu", "0", "--backend", "fake", "--drain", "--grace-s",
-          "inf"], "drain grace: inf s must be a finite number"),
+          "inf"], "--grace-s: inf must be a finite number"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(
@@ -74,6 +80,25 @@ def test_bad_input_is_one_line_exit_2(
     assert code == 2
     assert out == ""
     assert needle in assert_one_error_line(err)
+
+
+def test_a_state_dir_that_is_a_file_or_a_foreign_database(
+    capsys: Capsys, tmp_path: Path
+) -> None:
+    taken = tmp_path / "file"
+    taken.write_text("x", encoding="utf-8")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "agent.db").write_text("not sqlite at all\n" * 100, encoding="utf-8")
+    for state_dir, needle in ((taken, "--state-dir: " + str(taken) + " exists and is not a "
+                               "directory"),
+                              (foreign, f"{foreign / 'agent.db'}: is not the agent's state "
+                               "database")):
+        code, _out, err = run(capsys, "agent", "run", "--backend", "fake", "--state-dir",
+                             str(state_dir), "--listen", "127.0.0.1:0", "--ticks", "1")
+        assert code == 2
+        assert needle in assert_one_error_line(err)
+    assert (foreign / "agent.db").read_text(encoding="utf-8").startswith("not sqlite")
 
 
 def test_mig_export_yaml(capsys: Capsys) -> None:
@@ -86,7 +111,7 @@ def test_mig_export_yaml(capsys: Capsys) -> None:
 def test_agent_run_fake_for_a_few_ticks(capsys: Capsys, tmp_path: Path) -> None:
     code, out, _ = run(capsys, "agent", "run", "--backend", "fake", "--gpus", "H100:2",
                        "--state-dir", str(tmp_path), "--listen", "127.0.0.1:0",
-                       "--interval", "0", "--ticks", "3", "--guard-pause-s", "0")
+                       "--interval", "0.01", "--ticks", "3", "--guard-pause-s", "0")
     assert code == 0
     assert "fake backend, 2 GPUs" in out
     token = tmp_path / "token"

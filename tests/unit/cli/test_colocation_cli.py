@@ -182,7 +182,7 @@ def test_the_guard_reaction_is_an_option_stated_in_the_notes(
                        "-p", "dedicated", "--json")
     assert not any("guard" in n for n in json.loads(out)["notes"])  # no MuxFlow, no note
     for argv, needle in (
-        (["--guard-reaction-s", "inf"], "guard_reaction_s inf must be a finite number of sec"),
+        (["--guard-reaction-s", "inf"], "--guard-reaction-s: inf must be a finite number"),
         (["-p", "dedicated", "--guard-reaction-s", "0.5"], "MuxFlow does not run"),
         (["-p", "ts", "--min-online-share", "50"], "MuxFlow does not run"),
     ):

@@ -6,7 +6,9 @@ import itertools
 import json
 import math
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -105,8 +107,84 @@ def test_from_json_rejects_wrong_format(text: str) -> None:
 def test_from_json_rejects_missing_field() -> None:
     data = json.loads(default_params().to_json())
     del data["shapes"]
-    with pytest.raises(InputError, match="missing or malformed field 'shapes'"):
+    with pytest.raises(InputError, match=r"p\.json: missing field shapes"):
         SyntheticParams.from_json(json.dumps(data), "p.json")
+
+
+def _weights_short(d: dict[str, Any]) -> None:
+    d["shape_weights"].pop()
+
+
+def _weight_negative(d: dict[str, Any]) -> None:
+    d["shape_weights"][3] = -d["shape_weights"][3]
+
+
+def _weight_nan(d: dict[str, Any]) -> None:
+    d["node_weights"][0] = float("nan")
+
+
+def _pods_text(d: dict[str, Any]) -> None:
+    d["pods"] = "8152"
+
+
+def _milli_over(d: dict[str, Any]) -> None:
+    d["shapes"][0][3] = 5000
+
+
+def _unknown_model(d: dict[str, Any]) -> None:
+    d["node_types"][0][0] = "H900"
+
+
+def _quantiles_fall(d: dict[str, Any]) -> None:
+    d["arrival_gap"][50] = -1.0
+
+
+def _qos_class_missing(d: dict[str, Any]) -> None:
+    del d["qos"]["whole"]
+
+
+def _qos_unknown(d: dict[str, Any]) -> None:
+    d["qos"]["cpu"]["Platinum"] = 0.0
+
+
+def _extra_field(d: dict[str, Any]) -> None:
+    d["shape_weigths"] = []
+
+
+@pytest.mark.parametrize(
+    ("change", "where", "rule"),
+    [
+        (_weights_short, "p.json:shape_weights", "list of 151 weights"),
+        (_weight_negative, "p.json:shape_weights[3]", "must be >= 0"),
+        (_weight_nan, "p.json:node_weights[0]", "not a finite number"),
+        (_pods_text, "p.json:pods", "'8152' is not an integer"),
+        (_milli_over, "p.json:shapes[0].gpu_milli", "5000 must be in 0..1000"),
+        (_unknown_model, "p.json:node_types[0].model", "'H900' is not a known GPU model"),
+        (_quantiles_fall, "p.json:arrival_gap[50]", "below the quantile before it"),
+        (_qos_class_missing, "p.json:shapes[", "qos has no 'whole' entry"),
+        (_qos_unknown, "p.json:qos.cpu", "must map qos"),
+        (_extra_field, "p.json", "unknown field shape_weigths"),
+    ],
+)
+def test_from_json_names_the_field_and_rule(
+    change: Callable[[dict[str, Any]], None], where: str, rule: str
+) -> None:
+    data = json.loads(default_params().to_json())
+    change(data)
+    with pytest.raises(InputError) as info:
+        SyntheticParams.from_json(json.dumps(data), "p.json")
+    assert info.value.where.startswith(where)
+    assert rule in info.value.rule
+
+
+def test_refit_of_a_trace_without_cpu_pods_loads(tmp_path: Path) -> None:
+    """A trace with no CPU-only pods fits a qos table without the 'cpu' class: still valid."""
+    params = default_params()
+    pods = [p for p in generate_pods(params, 300, np.random.default_rng(1)) if p.shape.num_gpu]
+    nodes = generate_nodes(params, 20, np.random.default_rng(1))
+    fitted = fit_openb(pods, nodes, "no cpu pods")
+    assert "cpu" not in fitted.qos
+    assert SyntheticParams.from_json(fitted.to_json()) == fitted
 
 
 # --- generation --------------------------------------------------------------------------------
