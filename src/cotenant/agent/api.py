@@ -28,6 +28,7 @@ from urllib.parse import unquote
 from cotenant.agent.metrics import CONTENT_TYPE
 from cotenant.agent.service import AgentService
 from cotenant.errors import CotenantError, InputError
+from cotenant.model.documents import loads_json
 
 MAX_BODY = 64 * 1024
 _PREFIX = "/v1/workloads/"
@@ -124,10 +125,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not 0 < length <= MAX_BODY:
             raise InputError("request body", f"must be 1-{MAX_BODY} bytes of JSON")
         raw = self.rfile.read(length)
-        try:
-            return json.loads(raw)
-        except ValueError as exc:  # not UTF-8, not JSON, or a number too long to convert
-            raise InputError("request body", f"is not JSON: {exc!s:.100}") from exc
+        return loads_json(raw, "request body")
 
     def do_GET(self) -> None:
         self._dispatch("GET")

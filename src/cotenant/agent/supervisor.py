@@ -85,10 +85,16 @@ class Supervisor:
     # --- requests ----------------------------------------------------------------------------
 
     def submit(self, spec: WorkloadSpec, now: float) -> WorkloadRecord:
-        gpu_count = len(self.backend.gpus())
-        if spec.gpu >= gpu_count:
+        gpus = self.backend.gpus()
+        if spec.gpu >= len(gpus):
             raise InputError(f"workload {spec.name!r}.gpu",
-                             f"no GPU {spec.gpu}; this node has 0-{gpu_count - 1}")
+                             f"no GPU {spec.gpu}; this node has 0-{len(gpus) - 1}")
+        total = gpus[spec.gpu].memory_total_mib
+        if spec.mem_limit_mib is not None and spec.mem_limit_mib > total:
+            raise InputError(f"workload {spec.name!r}.mem_limit_mib",
+                             f"{spec.mem_limit_mib} MiB is more than GPU {spec.gpu} has "
+                             f"({total} MiB), so it would limit nothing",
+                             hint=f"give at most {total}")
         record = self.store.add(spec, now)
         self.store.event(now, spec.name, "submitted", detail=" ".join(spec.argv))
         return record

@@ -29,6 +29,7 @@ from cotenant.agent.share import SHARE_POLICIES
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.cli.checks import finite, out_dir
 from cotenant.errors import CotenantError, InputError, UnknownNameError
+from cotenant.model.documents import loads_json
 from cotenant.policies.colocation.contract import SharePolicy, check_share_pct
 from cotenant.report.tables import fitted_tables
 
@@ -288,11 +289,10 @@ def submit(
 ) -> None:
     """Submit a workload spec (JSON: name, argv list, role, gpu, sm_share, mem_limit_mib, env)."""
     try:
-        data = json.loads(spec_path.read_text(encoding="utf-8"))
+        raw = spec_path.read_bytes()
     except OSError as exc:
         raise InputError(str(spec_path), f"cannot read: {exc.strerror}") from exc
-    except ValueError as exc:
-        raise InputError(str(spec_path), f"not JSON: {exc}") from exc
+    data = loads_json(raw, spec_path.name)
     spec = WorkloadSpec.from_dict(data, spec_path.name)
     token = read_token(token_file or state_dir / "token")
     record = _call(url, token, "POST", "/v1/workloads", spec.to_dict())

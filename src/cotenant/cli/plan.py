@@ -14,6 +14,7 @@ from rich.table import Table
 from cotenant.cli.checks import dir_option, file_option, finite
 from cotenant.errors import InputError
 from cotenant.model.deployment import Deployment, deployment_document, parse_deployment
+from cotenant.model.documents import loads_yaml
 from cotenant.model.serving import parse_spec
 from cotenant.perf.mig_profiles import ProfileTable, default_table, load_csv
 from cotenant.policies.partition import PARTITION
@@ -31,12 +32,7 @@ def _load_yaml(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(str(path), f"cannot read: {exc.strerror}") from exc
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise InputError(f"{path.name}{line}", "not valid YAML") from exc
+    return loads_yaml(text, path.name)
 
 
 def _write_report(out: Path, data: dict[str, Any], planned: Deployment, gpu: str) -> None:

@@ -13,8 +13,10 @@ import typer
 
 from cotenant.cli.checks import file_option, finite
 from cotenant.errors import InputError
+from cotenant.model.cluster import Cluster
 from cotenant.traces.genai import fit_genai, load_duty_cycles
 from cotenant.traces.openb import load_nodes, load_pods
+from cotenant.traces.source import unplaceable_note
 from cotenant.traces.synthetic import fit_openb
 
 app = typer.Typer(help="Inspect and fit cluster traces.", no_args_is_help=True)
@@ -38,6 +40,9 @@ def check(
             f"{len(every_node) - gpu_nodes} CPU-only nodes (left out of simulations)"
         )
         typer.echo(f"demand / capacity: {gpu_milli / (1000 * gpus):.1%}")
+        gpu_list = [n for n in every_node if n.gpu_count]
+        note = unplaceable_note(Cluster(gpu_list), pod_list) if gpu_list else None
+        typer.echo(f"placeable: {note}" if note else "placeable: every pod fits some node")
 
 
 @app.command()

@@ -179,3 +179,27 @@ class ClusterState:
         )
         free: npt.NDArray[np.float64] = mem[:, None] * self.gpu_free / MILLI_PER_GPU
         return free
+
+
+def never_fits(cluster: Cluster, shape: PodShape) -> str | None:
+    """Why no node of ``cluster`` could host ``shape`` even empty, or None when one could: a
+    pod like that can only fail, and whoever replays a trace should hear so."""
+    nodes = cluster.spec_mask(shape.gpu_spec) if shape.gpu_spec else np.ones(cluster.size, bool)
+    if shape.num_gpu:
+        nodes &= cluster.gpu_count > 0
+    if not nodes.any():
+        models = ", ".join(shape.gpu_spec) if shape.gpu_spec else "any GPU"
+        return f"asks for {models}; the cluster has {', '.join(cluster.model_names) or 'none'}"
+    for ask, have, what in (
+        (shape.num_gpu, cluster.gpu_count, "GPUs"),
+        (shape.cpu_milli, cluster.cpu, "milli-CPU"),
+        (shape.memory_mib, cluster.memory, "MiB of memory"),
+    ):
+        most = int(have[nodes].max())
+        if ask > most:
+            return f"asks for {ask} {what}; a node it may use has at most {most}"
+    whole = cluster.gpu_count >= shape.num_gpu
+    fits = nodes & whole & (cluster.cpu >= shape.cpu_milli) & (cluster.memory >= shape.memory_mib)
+    if not fits.any():
+        return "no single node has its GPUs, CPU and memory together"
+    return None

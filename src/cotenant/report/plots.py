@@ -40,7 +40,7 @@ def _by_policy(runs: Sequence[FragmentationRun]) -> dict[str, list[Fragmentation
 
 def mean_curve(runs: Sequence[FragmentationRun]) -> tuple[np.ndarray, np.ndarray]:
     """Allocation curve averaged over runs, on the arrived-demand range they share."""
-    top = min(int(np.rint(100 * r.arrived_milli[-1] / r.capacity_milli)) for r in runs)
+    top = min(r.arrived_percent for r in runs)
     curves = np.vstack([r.curve(top)[1] for r in runs])
     seen = (~np.isnan(curves)).sum(axis=0)
     total = np.nansum(curves, axis=0)

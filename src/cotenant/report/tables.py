@@ -8,6 +8,7 @@ wraps at its spaces before any cell is narrowed. Rich alone would shorten every 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 
 from rich import box
@@ -32,14 +33,15 @@ def summary_rows(summary: Sequence[PolicySummary]) -> list[list[str]]:
         [
             s.policy,
             str(s.seeds),
-            f"{s.alloc_mean:.2f}",
-            f"{s.alloc_std:.2f}",
-            f"{s.alloc_final:.2f}",
-            f"{s.frag_mean:.2f}",
+            *(_fixed(v, 2) for v in (s.alloc_mean, s.alloc_std, s.alloc_final, s.frag_mean)),
             f"{s.failed_pods:.0f}",
         ]
         for s in summary
     ]
+
+
+def _fixed(value: float, digits: int) -> str:
+    return f"{value:.{digits}f}" if math.isfinite(value) else "n/a"
 
 
 GAP = 3
@@ -104,11 +106,14 @@ def headers(at_percent: int) -> list[str]:
 def summary_tables(summary: Sequence[PolicySummary], at_percent: int, title: str,
                    width: int) -> list[Table]:
     """The fragmentation summary for a console ``width`` wide, the best policy in green."""
-    best = max((s.alloc_mean for s in summary), default=0.0)
+    best = max((s.alloc_mean for s in summary if s.reached), default=0.0)
+    caption = (f"GPU capacity allocated (alloc%) and fragmented (frag%) when arrived demand "
+               f"is {at_percent}% of capacity, and allocated at the end")
+    if not all(s.reached for s in summary):
+        caption += (f"; n/a: no pod arrived within 1% of {at_percent}% demand (pods large "
+                    "against the cluster jump past it): try another --report-at")
     return fitted_tables(
-        headers(at_percent), summary_rows(summary), width, title=title,
-        caption=(f"GPU capacity allocated (alloc%) and fragmented (frag%) when arrived demand "
-                 f"is {at_percent}% of capacity, and allocated at the end"),
+        headers(at_percent), summary_rows(summary), width, title=title, caption=caption,
         styles=["bold green" if s.alloc_mean == best else None for s in summary],
     )
 

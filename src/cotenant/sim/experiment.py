@@ -44,16 +44,26 @@ class PolicySummary:
     failed_pods: float  # mean per run
     frag_mean: float  # fragmentation (% of capacity) at the report point
 
-    def as_dict(self) -> dict[str, float | int | str]:
+    def as_dict(self) -> dict[str, float | int | str | None]:
+        """JSON-ready: a figure no run reached (see :meth:`FragmentationRun.alloc_at`) is None."""
         return {
             "policy": self.policy,
             "seeds": self.seeds,
-            "alloc_percent_mean": round(self.alloc_mean, 3),
-            "alloc_percent_std": round(self.alloc_std, 3),
-            "alloc_percent_final": round(self.alloc_final, 3),
-            "failed_pods_mean": round(self.failed_pods, 1),
-            "frag_percent_mean": round(self.frag_mean, 3),
+            "alloc_percent_mean": _rounded(self.alloc_mean, 3),
+            "alloc_percent_std": _rounded(self.alloc_std, 3),
+            "alloc_percent_final": _rounded(self.alloc_final, 3),
+            "failed_pods_mean": _rounded(self.failed_pods, 1),
+            "frag_percent_mean": _rounded(self.frag_mean, 3),
         }
+
+    @property
+    def reached(self) -> bool:
+        """Whether every run had an arrival near the report point."""
+        return bool(np.isfinite(self.alloc_mean))
+
+
+def _rounded(value: float, digits: int) -> float | None:
+    return round(value, digits) if np.isfinite(value) else None
 
 
 def summarise(runs: Sequence[FragmentationRun], at_percent: int = 100) -> list[PolicySummary]:
@@ -62,7 +72,7 @@ def summarise(runs: Sequence[FragmentationRun], at_percent: int = 100) -> list[P
     for policy in dict.fromkeys(r.policy for r in runs):
         mine = [r for r in runs if r.policy == policy]
         at = np.array([r.alloc_at(at_percent) for r in mine])
-        final = np.array([100.0 * r.used_milli[-1] / r.capacity_milli for r in mine])
+        final = np.array([r.final_alloc_percent for r in mine])
         frag = np.array([frag_at(r, at_percent) for r in mine])
         out.append(
             PolicySummary(

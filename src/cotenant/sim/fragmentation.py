@@ -63,7 +63,7 @@ class FragmentationRun:
         x-1..x+1 when none does."""
         arrive = np.rint(100.0 * self.arrived_milli / self.capacity_milli).astype(np.int64)
         alloc = 100.0 * self.used_milli / self.capacity_milli
-        top = int(arrive.max()) if max_percent is None else max_percent
+        top = self.arrived_percent if max_percent is None else max_percent
         xs = np.arange(top + 1)
         sums = np.bincount(arrive, weights=alloc, minlength=top + 2)[: top + 2]
         counts = np.bincount(arrive, minlength=top + 2)[: top + 2]
@@ -78,9 +78,23 @@ class FragmentationRun:
         return xs, ys
 
     def alloc_at(self, percent: int) -> float:
-        """Allocated share (%) of GPU capacity when arrived demand is ``percent``%."""
+        """Allocated share (%) of GPU capacity when arrived demand is ``percent``%; NaN when
+        no arrival came within 1% of it (pods large against the cluster jump past it)."""
         _, ys = self.curve(max(percent, 0))
         return float(ys[percent])
+
+    @property
+    def arrived_percent(self) -> int:
+        """Arrived GPU demand at the end, in whole % of capacity (0 for a run that drew no
+        pod: a trace of a few pods larger than the target demand)."""
+        if not self.arrivals:
+            return 0
+        return int(np.rint(100.0 * self.arrived_milli[-1] / self.capacity_milli))
+
+    @property
+    def final_alloc_percent(self) -> float:
+        """Allocated share (%) of GPU capacity at the end of the run."""
+        return 100.0 * float(self.used_milli[-1]) / self.capacity_milli if self.arrivals else 0.0
 
     def failed_pods(self) -> int:
         return int(self.failed.sum())

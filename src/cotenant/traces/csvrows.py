@@ -9,7 +9,6 @@ are matched by header name, never by position.
 from __future__ import annotations
 
 import csv
-import io
 import tarfile
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -31,9 +30,9 @@ class CsvRows:
         self.name = path.name
         self.required = required
 
-    def _open(self, stack: ExitStack) -> IO[str]:
+    def _open(self, stack: ExitStack) -> IO[bytes]:
         if not _is_tar(self.path):
-            return stack.enter_context(self.path.open(newline="", encoding="utf-8"))
+            return stack.enter_context(self.path.open("rb"))
         archive = stack.enter_context(tarfile.open(self.path, "r:*"))  # noqa: SIM115 (in stack)
         members = [m for m in archive if m.isfile()]
         if len(members) != 1:
@@ -44,7 +43,17 @@ class CsvRows:
         if raw is None:  # pragma: no cover - isfile() members always extract
             raise InputError(self.name, "cannot read the archive member")
         self.name = f"{self.path.name}/{members[0].name}"
-        return stack.enter_context(io.TextIOWrapper(raw, encoding="utf-8", newline=""))
+        return stack.enter_context(raw)
+
+    def _lines(self, handle: IO[bytes]) -> Iterator[str]:
+        """The file's lines as text, decoded one at a time so that a byte that is not UTF-8
+        is named at its own line (a UTF-8 byte-order mark is dropped)."""
+        for number, raw in enumerate(handle, start=1):
+            try:
+                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{self.name}:{number}",
+                                 f"not UTF-8 text (byte {exc.start + 1} of the line)") from exc
 
     def __iter__(self) -> Iterator[tuple[int, dict[str, str]]]:
         with ExitStack() as stack:
@@ -54,23 +63,17 @@ class CsvRows:
                 raise InputError(str(self.path), f"cannot read: {exc.strerror or exc}") from exc
             except tarfile.TarError as exc:
                 raise InputError(str(self.path), f"not a readable tar archive: {exc}") from exc
-            reader = csv.reader(handle)
-            try:
-                header = next(reader, None)
-            except UnicodeDecodeError as exc:
-                raise InputError(f"{self.name}:1", "not UTF-8 text") from exc
-            if header is None or not any(h.strip() for h in header):
-                raise InputError(f"{self.name}:1", "file is empty; expected a CSV header")
-            header = [h.strip() for h in header]
-            missing = [c for c in self.required if c not in header]
-            if missing:
-                raise InputError(
-                    f"{self.name}:1",
-                    f"missing column {', '.join(missing)}; required: {', '.join(self.required)}",
-                )
+            reader = csv.reader(self._lines(handle), strict=True)
+            header = self._header(reader)
             rows = 0
-            for row in reader:
-                line = reader.line_num
+            while True:
+                line = reader.line_num + 1  # where the next row starts
+                try:
+                    row = next(reader, None)
+                except csv.Error as exc:  # an unclosed quote runs to the end of the file
+                    raise InputError(f"{self.name}:{line}", f"malformed CSV row: {exc}") from exc
+                if row is None:
+                    break
                 if not row or (len(row) == 1 and not row[0].strip()):
                     continue
                 if len(row) != len(header):
@@ -82,6 +85,27 @@ class CsvRows:
                 yield line, dict(zip(header, (v.strip() for v in row), strict=True))
             if rows == 0:
                 raise InputError(f"{self.name}:2", "no data rows after the header")
+
+    def _header(self, reader: Iterator[list[str]]) -> list[str]:
+        """The header row, checked: not empty, no column twice, every required column."""
+        try:
+            header = next(reader, None)
+        except csv.Error as exc:
+            raise InputError(f"{self.name}:1", f"malformed CSV header: {exc}") from exc
+        if header is None or not any(h.strip() for h in header):
+            raise InputError(f"{self.name}:1", "file is empty; expected a CSV header")
+        header = [h.strip() for h in header]
+        twice = sorted({h for h in header if header.count(h) > 1})
+        if twice:
+            raise InputError(f"{self.name}:1", f"column {', '.join(map(repr, twice))} appears "
+                             "twice in the header")
+        missing = [c for c in self.required if c not in header]
+        if missing:
+            raise InputError(
+                f"{self.name}:1",
+                f"missing column {', '.join(missing)}; required: {', '.join(self.required)}",
+            )
+        return header
 
     def where(self, line: int, column: str) -> str:
         return f"{self.name}:{line}:{column}"

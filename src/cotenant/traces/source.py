@@ -3,14 +3,15 @@ default fitted to openb."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from cotenant.errors import InputError
-from cotenant.model.cluster import Cluster
-from cotenant.model.workload import Pod
+from cotenant.model.cluster import Cluster, never_fits
+from cotenant.model.workload import Pod, PodShape
 from cotenant.traces.openb import load_nodes, load_pods
 from cotenant.traces.synthetic import (
     SyntheticParams,
@@ -30,6 +31,29 @@ class Workload:
     cluster: Cluster
     pods: list[Pod]
     description: str
+
+    def __post_init__(self) -> None:
+        note = unplaceable_note(self.cluster, self.pods)
+        if note:
+            object.__setattr__(self, "description", f"{self.description}; {note}")
+
+
+def unplaceable_note(cluster: Cluster, pods: Sequence[Pod]) -> str | None:
+    """A note on the pods no node could host even empty (they stay in the run and fail), with
+    the first one's reason; None when every pod could be placed somewhere."""
+    reasons: dict[PodShape, str | None] = {}
+    count, first = 0, ""
+    for pod in pods:
+        if pod.shape not in reasons:
+            reasons[pod.shape] = never_fits(cluster, pod.shape)
+        why = reasons[pod.shape]
+        if why is not None:
+            count += 1
+            first = first or f"{pod.name} {why}"
+    if not count:
+        return None
+    return (f"{count} of {len(pods)} pods fit no node, even empty, and can only fail "
+            f"(first: {first})")
 
 
 def load_workload(

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from cotenant.errors import InputError
+from cotenant.model.documents import loads_json
 from cotenant.model.gpu import CATALOG
 from cotenant.model.workload import Node, Pod, PodShape, Qos
 from cotenant.traces.params_check import checked_fields, request_class
@@ -42,10 +43,7 @@ FORMAT = "cotenant/synthetic-params/v1"
 
 def params_json(text: str, where: str, fmt: str, kind: str) -> dict[str, Any]:
     """The fields of a parameters file whose ``format`` is ``fmt`` (``format`` removed)."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where}:{exc.lineno}", f"not valid JSON: {exc.msg}") from exc
+    data = loads_json(text, where)
     if not isinstance(data, dict) or data.pop("format", None) != fmt:
         raise InputError(where, f"not a {kind} file (format {fmt})")
     return data

@@ -145,7 +145,7 @@ def test_p99_reports_reach_the_guard(client: Client) -> None:
     code, body = client.call("POST", "/v1/workloads/web/p99", raw=b'{"p99_ms": 1' + b"0" * 5000
                              + b"}")
     assert code == 400  # too many digits for Python's int conversion: still one line
-    assert "is not JSON" in json.loads(body)["error"]
+    assert "not valid JSON" in json.loads(body)["error"]
     code, body = client.call("POST", "/v1/workloads/p99", {"p99_ms": 1.0})
     assert code == 404  # not a report for a workload named "p99"
 
@@ -173,6 +173,7 @@ def test_argv_reaches_the_process_backend_exactly_as_a_list(
         ({**OFFLINE, "argv": [1, 2]}, "argv"),
         ({**OFFLINE, "sm_share": 0}, "outside 1-100"),
         ({**OFFLINE, "gpu": 9}, "no GPU 9"),
+        ({**OFFLINE, "mem_limit_mib": 10**7}, "10000000 MiB is more than GPU 0 has"),
         ({**OFFLINE, "shell": True}, "unknown key"),
     ],
 )
@@ -190,4 +191,4 @@ def test_malformed_specs_get_400_with_one_line(
 def test_invalid_json_is_400(client: Client) -> None:
     code, payload = client.call("POST", "/v1/workloads", raw=b"{not json")
     assert code == 400
-    assert "not JSON" in json.loads(payload)["error"]
+    assert "not valid JSON" in json.loads(payload)["error"]

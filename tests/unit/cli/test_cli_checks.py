@@ -118,3 +118,38 @@ def test_bad_params_file_is_one_line(capsys: Capsys, tmp_path: Path) -> None:
     code, _, err = run(capsys, "simulate", "--params", str(params), "--seeds", "1")
     assert code == 2
     assert "params.json:shape_weights[0]: -0.5 must be >= 0" in assert_one_error_line(err)
+
+
+BIG_POD_TRACE = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+    "deletion_time,scheduled_time\n"
+    "a,1000,2048,1,500,,LS,Running,0,100,0\n"
+    "b,2000,4096,16,1000,,BE,Running,10,50,10\n"
+)
+SMALL_NODES = (
+    "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\nn1,96000,393216,4,V100M32\n"
+)
+
+
+def test_pods_no_node_can_hold_are_reported_and_json_stays_valid(
+    capsys: Capsys, tmp_path: Path
+) -> None:
+    pods, nodes = tmp_path / "pods.csv", tmp_path / "nodes.csv"
+    pods.write_text(BIG_POD_TRACE, encoding="utf-8")
+    nodes.write_text(SMALL_NODES, encoding="utf-8")
+    code, out, _ = run(capsys, "trace", "check", str(pods), "--nodes", str(nodes))
+    assert code == 0
+    assert ("placeable: 1 of 2 pods fit no node, even empty, and can only fail (first: b asks "
+            "for 16 GPUs; a node it may use has at most 4)") in out
+    code, out, _ = run(capsys, "simulate", "--pods", str(pods), "--nodes", str(nodes),
+                       "--seeds", "1", "-p", "fgd", "--json")
+    assert code == 0
+    data = json.loads(out)  # strict: NaN would not parse back as a number
+    assert "1 of 2 pods fit no node" in data["settings"]["workload"]
+    # the 16-GPU pod jumps arrived demand from 8% past 130%: no arrival near 100%
+    assert data["policies"][0]["alloc_percent_mean"] is None
+    code, out, _ = run(capsys, "simulate", "--pods", str(pods), "--nodes", str(nodes),
+                       "--seeds", "1", "-p", "fgd")
+    assert code == 0
+    assert "n/a" in out
+    assert "no pod arrived within 1% of 100% demand" in " ".join(out.split())

@@ -199,6 +199,35 @@ def test_missing_column(tmp_path: Path) -> None:
     assert "missing column gpu_milli" in err.rule
 
 
+def test_a_utf8_byte_order_mark_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "pods.csv"
+    path.write_bytes(("\ufeff" + POD_HEADER + "\n" + GOOD_POD + "\n").encode("utf-8"))
+    assert [p.name for p in load_pods(path)] == ["p0"]
+
+
+def test_a_byte_that_is_not_utf8_is_named_at_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "pods.csv"
+    rows = [POD_HEADER, *(GOOD_POD.replace("p0", f"p{i}") for i in range(2000))]
+    text = "\n".join(rows).encode("utf-8") + b"\npX\xff,1000,2048,1,500,,LS,Running,0,1,0\n"
+    path.write_bytes(text)  # the bad byte lies past the first read buffer
+    with pytest.raises(InputError) as info:
+        load_pods(path)
+    assert info.value.where == "pods.csv:2002"
+    assert info.value.rule == "not UTF-8 text (byte 3 of the line)"
+
+
+def test_an_unclosed_quote_is_named_where_its_row_starts(tmp_path: Path) -> None:
+    err = pods_error(tmp_path, GOOD_POD, 'p1,"1000,2048,1,500,,LS,Running,0,1,0', GOOD_POD)
+    assert err.where == "pods.csv:3"
+    assert "malformed CSV row" in err.rule
+
+
+def test_a_column_twice_in_the_header(tmp_path: Path) -> None:
+    err = pods_error(tmp_path, GOOD_POD + ",1", header=POD_HEADER + ",qos")
+    assert err.where == "pods.csv:1"
+    assert err.rule == "column 'qos' appears twice in the header"
+
+
 def test_empty_file(tmp_path: Path) -> None:
     path = tmp_path / "pods.csv"
     path.write_bytes(b"")

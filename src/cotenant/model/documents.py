@@ -1,0 +1,84 @@
+"""Strict parsing of the JSON and YAML documents people write: specs, plans, parameters.
+
+``json.loads`` and ``yaml.safe_load`` both keep the last of two equal keys and drop the first
+without a word, so a spec with ``"sm_share"`` twice runs with whichever came last. Here a
+repeated key is an :class:`InputError` naming the document, the line and the key, like every
+other malformed document; so is a byte-order mark that is not UTF-8's, and text that is not
+JSON or YAML at all.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from cotenant.errors import InputError
+
+
+def loads_json(text: str | bytes, where: str) -> Any:
+    """The JSON document ``text``; an :class:`InputError` at ``where`` (with the line) when it
+    is not JSON or repeats a key in one object."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise InputError(where, f"is not UTF-8 (byte {exc.start})") from exc
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark, as some editors write
+    try:
+        return json.loads(text, object_pairs_hook=_unique_pairs)
+    except _RepeatedKeyError as exc:
+        raise InputError(where, f"key {exc.key!r} appears twice in one object",
+                         hint="keep one") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}:{exc.lineno}", f"not valid JSON: {exc.msg}") from exc
+    except ValueError as exc:  # a number too long to convert
+        raise InputError(where, f"not valid JSON: {exc!s:.100}") from exc
+
+
+def loads_yaml(text: str, where: str) -> Any:
+    """The YAML document ``text``; an :class:`InputError` at ``where:line`` when it is not
+    YAML or repeats a key in one mapping."""
+    try:
+        return yaml.load(text.removeprefix("\ufeff"), Loader=_StrictLoader)
+    except _RepeatedKeyError as exc:
+        raise InputError(f"{where}:{exc.line}", f"key {exc.key!r} appears twice in one "
+                         "mapping", hint="keep one") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None)
+        raise InputError(f"{where}{line}", f"not valid YAML{': ' + problem if problem else ''}"
+                         ) from exc
+
+
+class _RepeatedKeyError(ValueError):
+    def __init__(self, key: object, line: int = 0) -> None:
+        super().__init__(f"repeated key {key!r}")
+        self.key = key
+        self.line = line
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKeyError(key)
+        out[key] = value
+    return out
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key repeated in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, list | dict):
+                continue  # unhashable: SafeLoader's own error follows
+            if key in seen:
+                raise _RepeatedKeyError(key, key_node.start_mark.line + 1)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)

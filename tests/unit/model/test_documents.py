@@ -1,0 +1,40 @@
+"""Strict JSON and YAML: repeated keys, byte-order marks and broken text are named errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from cotenant.errors import InputError
+from cotenant.model.documents import loads_json, loads_yaml
+
+
+def test_json_refuses_a_repeated_key_at_any_depth() -> None:
+    assert loads_json('{"a": {"b": 1}, "c": [{"b": 2}]}', "d.json") == {
+        "a": {"b": 1}, "c": [{"b": 2}]}
+    with pytest.raises(InputError, match=r"d\.json: key 'b' appears twice in one object"):
+        loads_json('{"a": {"b": 1, "b": 2}}', "d.json")
+
+
+def test_json_reads_a_utf8_byte_order_mark_and_names_bad_bytes() -> None:
+    assert loads_json(b'\xef\xbb\xbf{"a": 1}', "d.json") == {"a": 1}
+    assert loads_json('\ufeff{"a": 1}', "d.json") == {"a": 1}
+    with pytest.raises(InputError, match=r"d\.json: is not UTF-8 \(byte 7\)"):
+        loads_json(b'{"a": "\xff"}', "d.json")
+    with pytest.raises(InputError, match=r"d\.json:2: not valid JSON"):
+        loads_json('{"a": 1,\n}', "d.json")
+
+
+def test_yaml_refuses_a_repeated_key_with_its_line() -> None:
+    assert loads_yaml("a: 1\nb:\n  a: 2\n", "s.yaml") == {"a": 1, "b": {"a": 2}}
+    with pytest.raises(InputError) as info:
+        loads_yaml("a: 1\nb:\n  c: 2\n  c: 3\n", "s.yaml")
+    assert info.value.where == "s.yaml:4"
+    assert "key 'c' appears twice" in info.value.rule
+
+
+def test_yaml_errors_name_the_line() -> None:
+    with pytest.raises(InputError) as info:
+        loads_yaml("a: [1, 2\nb: 3\n", "s.yaml")
+    assert info.value.where.startswith("s.yaml:")
+    assert "not valid YAML" in info.value.rule
+    assert loads_yaml("\ufeffa: 1\n", "s.yaml") == {"a": 1}
