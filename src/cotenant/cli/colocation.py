@@ -69,9 +69,10 @@ def colocation(
     hours: Annotated[float, typer.Option(min=0.02, max=MAX_HOURS, callback=finite,
                                    help="simulated hours")] = 24.0,
     gpus: Annotated[
-        int, typer.Option(min=1, max=MAX_GPUS,
-                          help="online GPUs of the synthetic workload (no --pods)")
-    ] = 2000,
+        int | None, typer.Option(min=1, max=MAX_GPUS,
+                                 help="online GPUs of the synthetic workload (no --pods; "
+                                 "default 2000)")
+    ] = None,
     offline_demand: Annotated[
         float, typer.Option(min=0.0, max=MAX_OFFLINE_DEMAND, callback=finite,
                             help="offline work, x online GPU-time of the horizon")

@@ -39,10 +39,12 @@ def muxflow_from_options(
     return COLOCATION.create("muxflow", **kwargs)
 
 
+SYNTHETIC_GPUS = 2000  # online GPUs of the embedded default
+
 def workload_from_options(
     pods: Path | None, nodes: Path | None, load: Path | None, memory: Path | None,
     rng: np.random.Generator,
-    hours: float, gpus: int, offline_demand: float, arrivals: str, load_scale: float,
+    hours: float, gpus: int | None, offline_demand: float, arrivals: str, load_scale: float,
     slo_headroom: float, notes: list[str],
 ) -> ColocationWorkload:
     """The workload of the command's options: the openb pods and nodes given, else the
@@ -55,25 +57,34 @@ def workload_from_options(
         series, report = load_duty_cycles(load, memory_path=memory)
         notes.append(
             f"load: {report.series_kept} of {report.series_read} series kept, rejected "
-            f"{report.rejected or 'none'}, {report.filled_points} points filled"
+            f"{report.rejected or 'none'}; {report.filled_points} points filled across short "
+            f"gaps, {report.held_points} held at the series mean ({report.long_gaps} long "
+            "gaps, and outside each series' span)"
         )
         notes.append(
             "online memory: constant at its peak (no --memory)" if memory is None else
-            f"online memory over time from {memory.name}; {report.memory_missing} series "
-            "without memory samples held at their peak"
+            f"online memory over time from {report.memory_summary(memory.name)}"
         )
     else:
         notes.append("online memory: over time, synthetic profiles fitted to the GenAI memory "
                      "trace (with --load, give --memory for the real ones)")
     interval_s = series.interval_s if series is not None else 60
     intervals = max(1, round(hours * 3600 / interval_s))
+    if series is not None and intervals > series.n_intervals:
+        notes.append(
+            f"load: the series cover {series.n_intervals * interval_s / 3600:.1f} h; the "
+            f"{hours:g} h horizon repeats them from their start"
+        )
     if pods is None:
         if nodes is not None:
             raise InputError("--nodes", "--nodes needs --pods", hint="or leave both out")
         return synthetic_workload(
-            rng, gpus=gpus, intervals=intervals, offline_demand=offline_demand,
+            rng, gpus=gpus or SYNTHETIC_GPUS, intervals=intervals, offline_demand=offline_demand,
             slo_headroom=slo_headroom, load=series, arrivals=arrivals, load_scale=load_scale,
         )
+    if gpus is not None:
+        raise InputError("--gpus", "sizes the synthetic workload; with --pods the online GPUs "
+                         "are the trace's", hint="leave out --gpus, or --pods")
     source = load_workload(pods, nodes)
     if series is None:
         series = synthetic_duty_cycles(143, intervals, rng)

@@ -113,5 +113,8 @@ def genai(
         f"duty cycle: mean {stats['mean_duty']:.1%}, p50 {stats['p50_duty']:.1%}, "
         f"p99 {stats['p99_duty']:.1%}"
     )
+    if memory is not None:
+        typer.echo(f"memory: {report.memory_summary(memory.name)}")
     if out is not None:
         typer.echo(f"wrote {out}")
+

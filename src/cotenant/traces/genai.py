@@ -85,6 +85,21 @@ class LoadReport:
     memory_missing: int = 0  # kept series with no (or only zero) memory samples
     memory_filled_points: int = 0  # memory grid points filled across short gaps
     memory_held_points: int = 0  # memory grid points held at the series' mean
+    memory_rows_read: int = 0
+    memory_series_read: int = 0
+    memory_of_rejected: int = 0  # memory series of duty-cycle series rejected above
+    memory_unmatched: int = 0  # memory series of containers the duty-cycle file lacks
+
+    def memory_summary(self, name: str) -> str:
+        """What the load did with the memory-used file ``name``, every series accounted for."""
+        return (
+            f"{name}: {self.memory_rows_read} rows, {self.memory_series_read} series; "
+            f"{self.series_kept - self.memory_missing} of the {self.series_kept} kept "
+            f"duty-cycle series have memory ({self.memory_missing} without, held at their "
+            f"peak); left out: {self.memory_of_rejected} of rejected duty-cycle series, "
+            f"{self.memory_unmatched} of containers the duty-cycle file lacks; filled "
+            f"{self.memory_filled_points} points, held {self.memory_held_points}"
+        )
 
 
 Samples = dict[str, tuple[np.ndarray, np.ndarray]]
@@ -223,9 +238,10 @@ def load_duty_cycles(
         held += r.held
         long_gaps += r.long_gaps
     peak = profile = None
-    missing = mem_filled = mem_held = 0
+    missing = mem_filled = mem_held = mem_rows = 0
+    memory_names: set[str] = set()
     if memory_path is not None:
-        peak, profile, mem_filled, mem_held = _memory(
+        peak, profile, mem_filled, mem_held, mem_rows, memory_names = _memory(
             Path(memory_path), kept, grid, interval_s, max_gap_intervals
         )
         missing = int(np.isnan(peak).sum())
@@ -244,17 +260,26 @@ def load_duty_cycles(
         memory_missing=missing,
         memory_filled_points=mem_filled,
         memory_held_points=mem_held,
+        memory_rows_read=mem_rows,
+        memory_series_read=len(memory_names),
+        memory_of_rejected=len((memory_names & set(samples)) - set(kept)),
+        memory_unmatched=len(memory_names - set(samples)),
     )
     return series, report
 
 
 def _memory(
     path: Path, names: list[str], grid: np.ndarray, interval_s: int, max_gap: int
-) -> tuple[np.ndarray, np.ndarray, int, int]:
+) -> tuple[np.ndarray, np.ndarray, int, int, int, set[str]]:
     """Peak memory used (MiB) per container of ``names``, its use over the grid as a fraction
-    of that peak (NaN, peak and row, where the file has no non-zero samples), and the grid
-    points filled and held by the gap rules."""
-    samples, _ = _read(path, MEMORY_COLUMNS, _bytes_rule)
+    of that peak (NaN, peak and row, where the file has no non-zero samples), the grid points
+    filled and held by the gap rules, the rows read and the containers the file holds."""
+    samples, rows_read = _read(path, MEMORY_COLUMNS, _bytes_rule)
+    largest = max((float(v.max()) for _, v in samples.values()), default=0.0)
+    if 0.0 < largest <= 100.0:
+        raise InputError(path.name, f"the largest memory sample is {largest:g} bytes: this "
+                         "looks like a duty-cycle file (percent), not memory used in bytes",
+                         hint="give pod_gpu_memory_used_bytes_anon.tar.gz")
     peak = np.full(len(names), math.nan)
     profile = np.full((len(names), len(grid)), math.nan)
     filled = held = 0
@@ -267,4 +292,4 @@ def _memory(
         profile[i] = np.clip(r.values / values.max(), 0.0, 1.0)
         filled += r.filled
         held += r.held
-    return peak, profile, filled, held
+    return peak, profile, filled, held, rows_read, set(samples)

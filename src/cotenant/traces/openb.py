@@ -89,7 +89,13 @@ def iter_pods(path: str | Path) -> Iterator[Pod]:
             raise InputError(
                 rows.where(line, "qos"), f"{qos_text!r} is not one of {', '.join(Qos)}"
             )
-        created = _int(rows, line, row, "creation_time", 0, None) if row.get("creation_time") else 0
+        if "creation_time" not in row:  # a variant without times: every pod arrives at 0
+            created = 0
+        elif not row["creation_time"]:
+            raise InputError(rows.where(line, "creation_time"), "empty; the column is in the "
+                             "header, so every pod needs its creation time")
+        else:
+            created = _int(rows, line, row, "creation_time", 0, None)
         deleted = (
             _int(rows, line, row, "deletion_time", 0, None) if row.get("deletion_time") else None
         )

@@ -134,6 +134,27 @@ def test_load_and_memory_files_drive_online_memory(
     ooms = {p["policy"]: p["online_oom_intervals"] for p in data["policies"]}
     assert ooms["time-slicing"] > 0  # memory cycling 1-3 GiB: placed by free memory, it OOMs
     assert ooms["muxflow"] == 0
+    # two hours of load over a one-hour horizon: no repetition, and the notes say nothing of it
+    assert not any("repeats them" in n for n in data["notes"])
+    code, out, _ = run(
+        capsys, "simulate", "colocation", "--gpus", "20", "--hours", "3", "--load", str(duty),
+        "-p", "ts", "--json",
+    )
+    assert code == 0
+    assert "load: the series cover 2.0 h; the 3 h horizon repeats them from their start" in (
+        json.loads(out)["notes"])
+
+
+def test_gpus_sizes_only_the_synthetic_workload(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pods, nodes = tmp_path / "pods.csv", tmp_path / "nodes.csv"
+    pods.write_text(PODS)
+    nodes.write_text(NODES)
+    code, _, err = run(capsys, "simulate", "colocation", "--pods", str(pods), "--nodes",
+                       str(nodes), "--gpus", "10")
+    assert code == 2
+    assert "--gpus: sizes the synthetic workload" in err
 
 
 def test_offline_start_time_is_an_option_and_changes_the_run(

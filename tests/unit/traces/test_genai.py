@@ -134,6 +134,30 @@ def test_memory_over_time_is_a_fraction_of_each_series_peak(tmp_path: Path) -> N
     assert report.memory_missing == 1
 
 
+def test_every_memory_series_is_accounted_for(tmp_path: Path) -> None:
+    duty = write(tmp_path, HEADER, *rows("a", [(0.0, 5.0), (60.0, 5.0), (120.0, 5.0)]),
+                 *rows("short", [(0.0, 1.0)]))
+    gib = 1024**3
+    memory = write(
+        tmp_path, "timestamp_anon,value,container_ip", f"0,{gib},a", f"0,{gib},short",
+        f"0,{gib},stranger", f"60,{gib},stranger", name="mem.csv",
+    )
+    _, report = load_duty_cycles(duty, memory_path=memory, min_coverage=0.9)
+    assert report.rejected == {"covers under 90% of the grid": 1}  # "short"
+    assert (report.memory_rows_read, report.memory_series_read) == (4, 3)
+    assert report.memory_of_rejected == 1
+    assert report.memory_unmatched == 1
+    assert "1 of containers the duty-cycle file lacks" in report.memory_summary("mem.csv")
+
+
+def test_a_duty_cycle_file_given_as_memory_is_refused(tmp_path: Path) -> None:
+    duty = write(tmp_path, HEADER, *rows("a", [(0.0, 5.0), (60.0, 80.0)]))
+    with pytest.raises(InputError) as info:
+        load_duty_cycles(duty, memory_path=duty)
+    assert info.value.where == "duty.csv"
+    assert "looks like a duty-cycle file" in info.value.rule
+
+
 def test_memory_gaps_follow_the_duty_cycle_rules_and_are_counted(tmp_path: Path) -> None:
     duty = write(tmp_path, HEADER, *rows("a", [(60.0 * k, 5.0) for k in range(11)]))
     gib = 1024**3

@@ -260,6 +260,12 @@ def test_empty_pod_name(tmp_path: Path) -> None:
     assert "empty" in err.rule
 
 
+def test_an_empty_creation_time_is_refused_where_the_column_exists(tmp_path: Path) -> None:
+    err = pods_error(tmp_path, GOOD_POD, "p1,1000,2048,1,500,,LS,Running,,20,10")
+    assert err.where == "pods.csv:3:creation_time"
+    assert "every pod needs its creation time" in err.rule
+
+
 def test_deletion_before_creation(tmp_path: Path) -> None:
     err = pods_error(tmp_path, "p1,1000,2048,1,500,,LS,Running,100,99,100")
     assert err.where == "pods.csv:2:deletion_time"
