@@ -51,6 +51,7 @@ class ServingSpec:
     gpu: GpuModel
     services: tuple[Service, ...]
     current: Deployment | None = None
+    source: str = "spec"  # the document it came from, for error messages
 
 
 def _number(value: Any, where: str, *, positive: bool) -> float:
@@ -112,4 +113,4 @@ def parse_spec(data: Any, source: str = "spec") -> ServingSpec:
     current = None
     if data.get("current") is not None:
         current = Deployment(gpu, parse_gpus(data["current"], gpu, f"{source}.current"))
-    return ServingSpec(gpu, tuple(services), current)
+    return ServingSpec(gpu, tuple(services), current, source)

@@ -257,8 +257,13 @@ def load_csv(path: str | Path) -> ProfileTable:
     catalog does not know (aliases are accepted and canonicalised) or a profile that GPU does not
     have raises :class:`InputError` naming ``file:line:column`` and the rule.
     """
-    with Path(path).open(newline="", encoding="utf-8") as fh:
-        return ProfileTable(_parse(fh, str(path)))
+    try:
+        with Path(path).open(newline="", encoding="utf-8-sig") as fh:
+            return ProfileTable(_parse(fh, str(path)))
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), f"not UTF-8 text (byte {exc.start + 1} of the file)") from exc
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read: {exc.strerror or exc}") from exc
 
 
 def _parse(lines: Iterable[str], name: str) -> list[ProfilePoint]:
@@ -272,13 +277,20 @@ def _parse(lines: Iterable[str], name: str) -> list[ProfilePoint]:
         if col not in COLUMNS or header.count(col) > 1:
             raise InputError(f"{name}:1:{col}", f"unknown or repeated column; expected {expected}")
     points = []
+    first: dict[tuple[str, str, str, int], int] = {}
     for row in reader:
         if not any(cell.strip() for cell in row):
             continue
         where = f"{name}:{reader.line_num}"
         if len(row) != len(header):
             raise InputError(where, f"{len(row)} fields; the header has {len(header)}")
-        points.append(_point(dict(zip(header, (c.strip() for c in row), strict=True)), where))
+        point = _point(dict(zip(header, (c.strip() for c in row), strict=True)), where)
+        key = (point.model, point.gpu, point.profile, point.batch)
+        if key in first:
+            raise InputError(where, f"{point.model} on {point.gpu} {point.profile} at batch "
+                             f"{point.batch} is already on line {first[key]}", hint="keep one")
+        first[key] = reader.line_num
+        points.append(point)
     return points
 
 

@@ -47,6 +47,8 @@ def test_mig_apply_on_fake(capsys: Capsys) -> None:
          "does not support MIG"),
         (["mig", "apply", "1g.5gb", "--gpu", "0", "--backend", "nope"], "unknown backend"),
         (["mig", "export", "--backend", "fake", "--gpus", "A100:x"], "count must be"),
+        (["mig", "export", "--backend", "fake", "--gpus", "A100:0"],
+         "--gpus: 'A100:0': count must be a positive integer"),
         (["agent", "run", "--backend", "fake", "--online-share", "0"], "outside 1-100"),
         (["agent", "run", "--backend", "fake", "--online-share", "101"], "outside 1-100"),
         (["agent", "run", "--backend", "fake", "--listen", "nowhere"], "HOST:PORT"),

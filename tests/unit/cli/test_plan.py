@@ -74,6 +74,7 @@ def test_unknown_model_lists_known(capsys: pytest.CaptureFixture[str], tmp_path:
     assert code == 2
     assert "gpt-9" in err
     assert "resnet50" in err
+    assert "spec.yaml.services[0] (svc): unknown DNN model 'gpt-9'" in err  # file and place
     assert "Traceback" not in err
 
 

@@ -212,6 +212,14 @@ def test_load_csv_header_errors(tmp_path: Path, header: str, column: str) -> Non
     assert info.value.where.endswith(f"t.csv:1:{column}")
 
 
+def test_a_repeated_row_names_both_lines(tmp_path: Path) -> None:
+    row = "m,A100-40GB,1g.5gb,8,100,20,s\n"
+    with pytest.raises(InputError) as info:
+        load_csv(_write(tmp_path, HEADER + row + row.replace(",100,", ",120,")))
+    assert info.value.where.endswith("t.csv:3")
+    assert info.value.rule == "m on A100-40GB 1g.5gb at batch 8 is already on line 2"
+
+
 def test_duplicate_point_rejected() -> None:
     p = ProfilePoint("m", "A100-40GB", "1g.5gb", 8, 1.0, 1.0, "s")
     with pytest.raises(InputError, match="duplicate"):

@@ -34,7 +34,7 @@ BACKEND_NAMES = ("fake", "nvml")
 def parse_gpus(spec: str) -> tuple[str, int]:
     """``"A100-40GB:4"`` -> ("A100-40GB", 4); a bare model means one GPU."""
     model, _, count = spec.partition(":")
-    if count and not count.strip().isdigit():
+    if count and (not count.strip().isdigit() or int(count) < 1):
         raise InputError("--gpus", f"{spec!r}: count must be a positive integer",
                          hint="e.g. A100-40GB:4")
     return model.strip(), int(count) if count else 1

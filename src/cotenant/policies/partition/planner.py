@@ -27,7 +27,7 @@ def build_problem(spec: ServingSpec, table: ProfileTable) -> PartitionProblem:
     )
     rate = np.zeros((len(spec.services), len(profiles)))
     for s, service in enumerate(spec.services):
-        where = f"services[{s}] {service.name}"
+        where = f"{spec.source}.services[{s}] ({service.name})"
         try:
             table.check(service.model, spec.gpu.name)
         except UnknownNameError as exc:
