@@ -40,6 +40,11 @@ def summary_rows(summary: Sequence[PolicySummary]) -> list[list[str]]:
     ]
 
 
+def _float(value: object) -> float:
+    """A summary figure as a float; None (nothing to measure) as NaN."""
+    return float(value) if isinstance(value, int | float) else math.nan
+
+
 def _fixed(value: float, digits: int) -> str:
     return f"{value:.{digits}f}" if math.isfinite(value) else "n/a"
 
@@ -137,7 +142,7 @@ def colocation_rows(rows: Sequence[dict[str, object]]) -> tuple[list[str], list[
             f"{r['memory_used_pct']:.2f}", f"{r['slo_violation_pct']:.3f}",
             str(r.get("online_oom_intervals", 0)), f"{r['offline_throughput']:.4f}",
             str(r["jobs_completed"]),
-            f"{r['jct_mean_min']:.1f}", str(r["throttles"]), str(r["evictions"]),
+            _fixed(_float(r["jct_mean_min"]), 1), str(r["throttles"]), str(r["evictions"]),
             str(r.get("share_changes", 0)), str(injected),
         ])
     return list(COLOCATION_HEADERS), body

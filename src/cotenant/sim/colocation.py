@@ -267,7 +267,7 @@ def run_colocation(
             on_interval(IntervalState(t, share.copy(), job_on.copy(), used, served[t]))
     ended = finish >= 0
     waited = (finish[ended] - work.job_arrival[ended]) * work.interval_s / 60.0
-    jct = float(waited.mean()) if ended.any() else 0.0
+    jct = float(waited.mean()) if ended.any() else float("nan")
     for name in FAULTS:
         faults.setdefault(f"{name}:injected", 0)
     return ColocationRun(

@@ -27,7 +27,8 @@ class ColocationRun:
 
     ``offline_throughput`` is offline work done per interval in whole-GPU equivalents per
     online GPU; ``jct_mean_min`` is the mean completion time of the jobs that finished, from
-    their arrival; ``faults`` counts ``<class>:injected`` and each outcome."""
+    their arrival (NaN, and None in :meth:`summary`, when none did); ``faults`` counts
+    ``<class>:injected`` and each outcome."""
 
     policy: str
     seed: int
@@ -69,7 +70,7 @@ class ColocationRun:
             "p99_over_slo_median": round(float(np.median(self.p99_over_slo)), 3),
             "offline_throughput": round(float(self.offline_throughput.mean()), 4),
             "jobs_completed": self.jobs_completed,
-            "jct_mean_min": round(self.jct_mean_min, 1),
+            "jct_mean_min": (round(self.jct_mean_min, 1) if self.jobs_completed else None),
             "throttles": self.throttles,
             "evictions": self.evictions,
             "online_oom_intervals": self.online_ooms,

@@ -258,3 +258,17 @@ def test_the_frontier_admits_by_history_when_asked(capsys: pytest.CaptureFixture
     assert code == 2
     assert "--admit-from-history: is a --frontier setting" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_no_finished_job_has_no_completion_time(capsys: pytest.CaptureFixture[str]) -> None:
+    """Dedicated GPUs run no offline job: its JCT is null in JSON and n/a in the table."""
+    code, out, _ = run(capsys, "simulate", "colocation", "--gpus", "5", "--hours", "0.1",
+                       "-p", "dedicated", "--json")
+    assert code == 0
+    policy = json.loads(out)["policies"][0]
+    assert policy["jobs_completed"] == 0
+    assert policy["jct_mean_min"] is None
+    code, out, _ = run(capsys, "simulate", "colocation", "--gpus", "5", "--hours", "0.1",
+                       "-p", "dedicated")
+    assert code == 0
+    assert "n/a" in out
