@@ -8,6 +8,7 @@ parties plug in with ``module:attr`` names, resolved through :func:`importlib.im
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
@@ -65,9 +66,13 @@ class Registry(Generic[T]):
                 raise InputError(name, f"is a {type(factory).__name__}, not a {self.kind} "
                                  "factory", hint="name a class or function as module:attr")
             try:
-                result: T = factory(**kwargs)
-            except TypeError as exc:  # a factory whose parameters are not the ones passed
-                raise InputError(name, f"cannot build a {self.kind}: {exc}") from exc
+                inspect.signature(factory).bind(**kwargs)
+            except TypeError as exc:  # its parameters are not the ones passed
+                raise InputError(name, f"cannot build a {self.kind} with "
+                                 f"{sorted(kwargs) or 'no arguments'}: {exc}") from exc
+            except ValueError:  # no signature to read (some builtins): let the call tell
+                pass
+            result: T = factory(**kwargs)
             return result
         return self._factories[self.canonical(name)](**kwargs)
 

@@ -37,6 +37,7 @@ def out_dir(path: Path | None, option: str = "--out") -> Path | None:
     below a directory this process may write in."""
     if path is None:
         return None
+    dangling(path, option)
     if path.exists():
         if not path.is_dir():
             raise InputError(option, f"{path} exists and is not a directory",
@@ -52,17 +53,27 @@ def out_file(path: Path | None, option: str) -> Path | None:
     this process may write in."""
     if path is None:
         return None
+    dangling(path, option)
     if path.is_dir():
         raise InputError(option, f"{path} is a directory", hint="name a file")
+    if path.exists():  # written in place: the directory it is in need not be writable
+        if not os.access(path, os.W_OK):
+            raise InputError(option, f"{path} is not writable")
+        return path
     parent = path.parent
     if not parent.is_dir():
         state = "is not a directory" if parent.exists() else "does not exist"
         raise InputError(option, f"{parent} {state}",
                          hint="name a file in an existing directory")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise InputError(option, f"{path} is not writable")
     writable(parent, option)
     return path
+
+
+def dangling(path: Path, option: str) -> None:
+    """An error when ``path`` is a symbolic link to nothing (it cannot be made or written)."""
+    if path.is_symlink() and not path.exists():
+        raise InputError(option, f"{path} is a symbolic link to {os.readlink(path)}, which "
+                         "does not exist")
 
 
 def existing_ancestor(path: Path, option: str) -> Path:

@@ -41,6 +41,7 @@ def muxflow_from_options(
 
 SYNTHETIC_GPUS = 2000  # online GPUs of the embedded default
 
+
 def workload_from_options(
     pods: Path | None, nodes: Path | None, load: Path | None, memory: Path | None,
     rng: np.random.Generator,

@@ -52,7 +52,9 @@ def main(argv: list[str] | None = None) -> None:
         fail(exc.one_line(), exc.exit_code)
     except USAGE_ERROR as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group: its help, as typer shows it
-            exc.show()  # type: ignore[attr-defined]
+            help_text = str(getattr(exc, "format_message", str)())  # rich printed it already
+            if help_text.strip():
+                typer.echo(help_text, err=True)
             sys.exit(2)
         fail(usage_line(exc), 2)
     except typer.Abort:

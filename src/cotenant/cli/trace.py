@@ -117,4 +117,3 @@ def genai(
         typer.echo(f"memory: {report.memory_summary(memory.name)}")
     if out is not None:
         typer.echo(f"wrote {out}")
-

@@ -24,7 +24,7 @@ def loads_json(text: str | bytes, where: str) -> Any:
         try:
             text = text.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise InputError(where, f"is not UTF-8 (byte {exc.start})") from exc
+            raise InputError(where, f"is not UTF-8 (byte {exc.start + 1})") from exc
     text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark, as some editors write
     try:
         return json.loads(text, object_pairs_hook=_unique_pairs)
@@ -53,6 +53,9 @@ def loads_yaml(text: str, where: str) -> Any:
                          ) from exc
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _RepeatedKeyError(ValueError):
     def __init__(self, key: object, line: int = 0) -> None:
         super().__init__(f"repeated key {key!r}")
@@ -70,11 +73,14 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a key repeated in one mapping."""
+    """``yaml.SafeLoader`` that refuses a key written twice in one mapping. Keys a merge
+    (``<<: *anchor``) brings in may still be overridden by the mapping's own."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[object] = set()
         for key_node, _ in node.value:
+            if key_node.tag == MERGE_TAG:
+                continue
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, list | dict):
                 continue  # unhashable: SafeLoader's own error follows

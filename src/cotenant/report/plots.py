@@ -68,7 +68,10 @@ def allocation_plot(runs: Sequence[FragmentationRun], path: Path, title: str) ->
 
 def fragmentation_plot(runs: Sequence[FragmentationRun], path: Path, title: str) -> Path:
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for policy, mine in _by_policy(runs).items():
+    for policy, runs_of_policy in _by_policy(runs).items():
+        mine = [r for r in runs_of_policy if r.frag_percent.size]  # a run that drew no pod
+        if not mine:
+            continue
         top = min(int(r.frag_percent[-1]) for r in mine)
         xs = np.arange(top + 1)
         ys = np.mean(
@@ -83,7 +86,10 @@ def fragmentation_plot(runs: Sequence[FragmentationRun], path: Path, title: str)
     ax.set_ylabel("fragmented GPU capacity (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.lines:
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no run drew a pod", ha="center", transform=ax.transAxes)
     return _save(fig, path)
 
 

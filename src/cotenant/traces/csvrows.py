@@ -9,6 +9,7 @@ are matched by header name, never by position.
 from __future__ import annotations
 
 import csv
+import re
 import tarfile
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -16,6 +17,9 @@ from pathlib import Path
 from typing import IO
 
 from cotenant.errors import InputError
+
+_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+"""One line and its ending, whichever of LF, CRLF and CR it is."""
 
 
 def _is_tar(path: Path) -> bool:
@@ -46,14 +50,18 @@ class CsvRows:
         return stack.enter_context(raw)
 
     def _lines(self, handle: IO[bytes]) -> Iterator[str]:
-        """The file's lines as text, decoded one at a time so that a byte that is not UTF-8
-        is named at its own line (a UTF-8 byte-order mark is dropped)."""
-        for number, raw in enumerate(handle, start=1):
-            try:
-                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"{self.name}:{number}",
-                                 f"not UTF-8 text (byte {exc.start + 1} of the line)") from exc
+        """The file's lines as text (ended by LF, CRLF or a lone CR), decoded one at a time so
+        that a byte that is not UTF-8 is named at its own line; a UTF-8 byte-order mark is
+        dropped."""
+        number = 0
+        for chunk in handle:  # split at LF; a CR-only file comes as one chunk
+            for raw in _LINE.findall(chunk) if b"\r" in chunk else (chunk,):
+                number += 1
+                try:
+                    yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    raise InputError(f"{self.name}:{number}", f"not UTF-8 text (byte "
+                                     f"{exc.start + 1} of the line)") from exc
 
     def __iter__(self) -> Iterator[tuple[int, dict[str, str]]]:
         with ExitStack() as stack:

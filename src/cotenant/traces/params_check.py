@@ -20,7 +20,9 @@ FIELDS = ("source", "shapes", "shape_weights", "qos", "lifetime", "arrival_gap",
           "node_weights", "nodes", "pods")
 CLASSES = ("cpu", "fractional", "whole")
 N_QUANTILES = 101
-WEIGHT_TOLERANCE = 1e-6  # numpy's choice() wants probabilities that sum to 1 within ~1e-8
+WEIGHT_TOLERANCE = 1e-6
+"""How far from 1 a list of weights may sum (rounding in a hand-edited file); the weights are
+then divided by their sum, as numpy's choice() wants them within ~1e-8."""
 
 
 def checked_fields(data: dict[str, Any], where: str) -> dict[str, Any]:
@@ -126,9 +128,10 @@ def weights(value: Any, where: str, n: int) -> list[float]:
     for i, w in enumerate(out):
         if w < 0:
             raise InputError(f"{where}[{i}]", f"{w} must be >= 0")
-    if abs(sum(out) - 1.0) > WEIGHT_TOLERANCE:
-        raise InputError(where, f"weights sum to {sum(out):.9g}; must sum to 1")
-    return out
+    total = math.fsum(out)
+    if abs(total - 1.0) > WEIGHT_TOLERANCE:
+        raise InputError(where, f"weights sum to {total:.9g}; must sum to 1")
+    return [w / total for w in out]
 
 
 def qos_table(value: Any, where: str) -> dict[str, dict[str, float]]:

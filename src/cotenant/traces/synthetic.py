@@ -77,6 +77,8 @@ def fit_openb(pods: Sequence[Pod], nodes: Sequence[Node], source: str) -> Synthe
     """Fit :class:`SyntheticParams` to an openb pod list and node list."""
     if not pods or not nodes:
         raise InputError(source, "need at least one pod and one node to fit")
+    if not any(n.gpu_count and n.gpu_model is not None for n in nodes):
+        raise InputError(source, "the node list has no GPU node to fit")
     shapes = Counter(
         (p.shape.cpu_milli, p.shape.memory_mib, p.shape.num_gpu, p.shape.gpu_milli) for p in pods
     )

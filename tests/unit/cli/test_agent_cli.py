@@ -59,7 +59,7 @@ def test_mig_apply_on_fake(capsys: Capsys) -> None:
         (["agent", "run", "--backend", "fake", "--share-policy", "os:getcwd"],
          "'os:getcwd' made a str, which has no online_share(observation) method"),
         (["agent", "run", "--backend", "fake", "--share-policy", "os:getenv"],
-         "os:getenv: cannot build a share policy"),
+         "os:getenv: cannot build a share policy with no arguments"),
         (["agent", "run", "--backend", "fake", "--min-online-share", "0"], "outside 1-100"),
         (["agent", "run", "--backend", "fake", "--share-policy", "static",
           "--min-online-share", "50"], "a setting of the dynamic share policy, not 'static'"),

@@ -110,6 +110,24 @@ def test_output_files_are_checked_first(
     assert rule in assert_one_error_line(err)
 
 
+def test_a_dangling_symlink_is_refused_as_output(capsys: Capsys, tmp_path: Path) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "gone")
+    for argv in (["simulate", "--out", str(link)],
+                 ["mig", "export", "--backend", "fake", "--out", str(link)]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2
+        assert "is a symbolic link to" in assert_one_error_line(err)
+
+
+def test_an_existing_output_file_is_overwritten(capsys: Capsys, tmp_path: Path) -> None:
+    out = tmp_path / "mig.yaml"
+    out.write_text("old\n", encoding="utf-8")
+    code, _, _ = run(capsys, "mig", "export", "--backend", "fake", "--out", str(out))
+    assert code == 0
+    assert "mig-configs" in out.read_text(encoding="utf-8")
+
+
 def test_bad_params_file_is_one_line(capsys: Capsys, tmp_path: Path) -> None:
     data = json.loads(default_params().to_json())
     data["shape_weights"][0] = -0.5
@@ -153,3 +171,10 @@ def test_pods_no_node_can_hold_are_reported_and_json_stays_valid(
     assert code == 0
     assert "n/a" in out
     assert "no pod arrived within 1% of 100% demand" in " ".join(out.split())
+    # a lone 16-GPU pod above the target demand: runs that draw no pod at all, plots included
+    pods.write_text(BIG_POD_TRACE.replace("a,1000,2048,1,500,,LS,Running,0,100,0\n", ""),
+                    encoding="utf-8")
+    code, _, err = run(capsys, "simulate", "--pods", str(pods), "--nodes", str(nodes),
+                       "--seeds", "2", "-p", "fgd", "--out", str(tmp_path / "report"))
+    assert code == 0, err
+    assert (tmp_path / "report" / "fragmentation.png").exists()

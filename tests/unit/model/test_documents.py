@@ -18,7 +18,7 @@ def test_json_refuses_a_repeated_key_at_any_depth() -> None:
 def test_json_reads_a_utf8_byte_order_mark_and_names_bad_bytes() -> None:
     assert loads_json(b'\xef\xbb\xbf{"a": 1}', "d.json") == {"a": 1}
     assert loads_json('\ufeff{"a": 1}', "d.json") == {"a": 1}
-    with pytest.raises(InputError, match=r"d\.json: is not UTF-8 \(byte 7\)"):
+    with pytest.raises(InputError, match=r"d\.json: is not UTF-8 \(byte 8\)"):
         loads_json(b'{"a": "\xff"}', "d.json")
     with pytest.raises(InputError, match=r"d\.json:2: not valid JSON"):
         loads_json('{"a": 1,\n}', "d.json")
@@ -30,6 +30,20 @@ def test_yaml_refuses_a_repeated_key_with_its_line() -> None:
         loads_yaml("a: 1\nb:\n  c: 2\n  c: 3\n", "s.yaml")
     assert info.value.where == "s.yaml:4"
     assert "key 'c' appears twice" in info.value.rule
+
+
+def test_yaml_merge_keys_may_be_overridden_but_not_repeated() -> None:
+    text = (
+        "base: &b {model: bert, rate: 5}\n"
+        "other: &o {sloMs: 9}\n"
+        "one: {<<: *b, rate: 7}\n"
+        "two:\n  <<: [*b, *o]\n  name: x\n"
+    )
+    doc = loads_yaml(text, "s.yaml")
+    assert doc["one"] == {"model": "bert", "rate": 7}
+    assert doc["two"] == {"model": "bert", "rate": 5, "sloMs": 9, "name": "x"}
+    with pytest.raises(InputError, match="key 'rate' appears twice"):
+        loads_yaml("base: &b {rate: 5}\none: {<<: *b, rate: 7, rate: 8}\n", "s.yaml")
 
 
 def test_yaml_errors_name_the_line() -> None:

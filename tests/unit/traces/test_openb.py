@@ -222,6 +222,19 @@ def test_an_unclosed_quote_is_named_where_its_row_starts(tmp_path: Path) -> None
     assert "malformed CSV row" in err.rule
 
 
+@pytest.mark.parametrize("ending", ["\r\n", "\r"])
+def test_crlf_and_cr_line_endings_keep_line_numbers(tmp_path: Path, ending: str) -> None:
+    path = tmp_path / "pods.csv"
+    bad = "p2,lots,2048,1,500,,LS,Running,0,1,0"
+    path.write_bytes(ending.join([POD_HEADER, GOOD_POD, GOOD_POD.replace("p0", "p1"), bad, ""])
+                     .encode("utf-8"))
+    with pytest.raises(InputError) as info:
+        load_pods(path)
+    assert info.value.where == "pods.csv:4:cpu_milli"
+    path.write_bytes(ending.join([POD_HEADER, GOOD_POD, ""]).encode("utf-8"))
+    assert [p.name for p in load_pods(path)] == ["p0"]
+
+
 def test_a_column_twice_in_the_header(tmp_path: Path) -> None:
     err = pods_error(tmp_path, GOOD_POD + ",1", header=POD_HEADER + ",qos")
     assert err.where == "pods.csv:1"

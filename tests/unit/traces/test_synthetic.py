@@ -177,6 +177,16 @@ def test_from_json_names_the_field_and_rule(
     assert rule in info.value.rule
 
 
+def test_weights_off_by_rounding_are_renormalised() -> None:
+    """5e-7 off is rounding in a hand-edited file: accepted, and scaled so numpy's choice()
+    (which wants 1 within ~1e-8) draws from it."""
+    data = json.loads(default_params().to_json())
+    data["shape_weights"][0] += 5e-7
+    params = SyntheticParams.from_json(json.dumps(data), "p.json")
+    assert math.isclose(math.fsum(params.shape_weights), 1.0, abs_tol=1e-12)
+    assert len(generate_pods(params, 50, np.random.default_rng(0))) == 50
+
+
 def test_refit_of_a_trace_without_cpu_pods_loads(tmp_path: Path) -> None:
     """A trace with no CPU-only pods fits a qos table without the 'cpu' class: still valid."""
     params = default_params()
