@@ -60,7 +60,7 @@ class Registry(Generic[T]):
             module_name, _, attr = name.partition(":")
             try:
                 factory = getattr(importlib.import_module(module_name), attr)
-            except (ImportError, AttributeError) as exc:
+            except (ImportError, AttributeError, ValueError) as exc:  # ValueError: ":" alone
                 raise UnknownNameError(self.kind, name, self._factories) from exc
             if not callable(factory):
                 raise InputError(name, f"is a {type(factory).__name__}, not a {self.kind} "

@@ -6,6 +6,7 @@ token from ``--token-file`` (default ``<state-dir>/token``, created by ``run`` w
 
 from __future__ import annotations
 
+import http.client
 import json
 import secrets
 import signal
@@ -46,7 +47,8 @@ Url = Annotated[str, typer.Option(help="the agent's API")]
 
 def parse_listen(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if (not sep or not host or not (port.isascii() and port.isdigit())
+            or not 0 <= int(port) <= 65535):
         raise InputError("--listen", f"{text!r} is not HOST:PORT", hint="e.g. 127.0.0.1:8470")
     return host, int(port)
 
@@ -239,8 +241,9 @@ def _call(url: str, token: str, method: str, path: str, body: object = None) -> 
     except (urllib.error.URLError, OSError) as exc:
         raise CotenantError(f"cannot reach the agent at {url}: {exc}",
                             hint="is `cotenant agent run` running? check --url") from exc
-    except ValueError as exc:  # a URL urllib refuses, or a reply that is not JSON
-        raise InputError(f"agent at {url}", f"{exc!s:.120}") from exc
+    except (ValueError, http.client.HTTPException) as exc:  # a URL urllib refuses (a port
+        # that is not a number), or a reply that is not JSON
+        raise InputError(f"--url {url}", f"{exc!s:.120}") from exc
 
 
 @app.command()

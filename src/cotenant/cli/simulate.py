@@ -28,13 +28,14 @@ from cotenant.report.tables import (
     summary_tables,
 )
 from cotenant.sim.experiment import run_matrix, summarise
-from cotenant.sim.fragmentation import FragmentationConfig, FragmentationRun
-from cotenant.sim.replay import ReplayConfig, run_replay
+from cotenant.sim.fragmentation import FragmentationConfig, FragmentationRun, check_gpu_demand
+from cotenant.sim.replay import ReplayConfig, check_samples, run_replay
 from cotenant.traces.source import load_workload
 
 app = typer.Typer(help="Run the trace-driven simulator.", no_args_is_help=False)
 DEFAULT_POLICIES = ["random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd"]
 MAX_DEMAND = 100.0  # x capacity: past this a typo, not an experiment, and a run without end
+MAX_SYNTHETIC = 1_000_000  # pods or nodes drawn: over 100x openb's 8,152 pods and 1,213 nodes
 
 PolicyOpt = Annotated[
     list[str] | None,
@@ -64,8 +65,8 @@ def fragmentation(
     report_at: Annotated[int, typer.Option(help="arrived demand (%) for the summary")] = 100,
     workers: Annotated[int | None, typer.Option(min=1, help="processes (default: CPUs)")] = None,
     params: ParamsOpt = None,
-    synthetic_pods: Annotated[int | None, typer.Option(min=1)] = None,
-    synthetic_nodes: Annotated[int | None, typer.Option(min=1)] = None,
+    synthetic_pods: Annotated[int | None, typer.Option(min=1, max=MAX_SYNTHETIC)] = None,
+    synthetic_nodes: Annotated[int | None, typer.Option(min=1, max=MAX_SYNTHETIC)] = None,
     json_out: JsonOpt = False,
     out: OutOpt = None,
 ) -> None:
@@ -87,6 +88,7 @@ def fragmentation(
     max_pct = round(demand * 100)
     if not 0 <= report_at <= max_pct:
         raise InputError("--report-at", f"{report_at} must be within 0..{max_pct} (--demand)")
+    check_gpu_demand(workload.pods)  # before the progress bar, so the error is one line
     config = FragmentationConfig(demand_multiple=demand)
     seed_list = list(range(seed_start, seed_start + seeds))
     err = Console(stderr=True)
@@ -156,8 +158,8 @@ def replay(
         float, typer.Option(min=1.0, callback=finite, help="seconds between samples")
     ] = 3600.0,
     params: ParamsOpt = None,
-    synthetic_pods: Annotated[int | None, typer.Option(min=1)] = None,
-    synthetic_nodes: Annotated[int | None, typer.Option(min=1)] = None,
+    synthetic_pods: Annotated[int | None, typer.Option(min=1, max=MAX_SYNTHETIC)] = None,
+    synthetic_nodes: Annotated[int | None, typer.Option(min=1, max=MAX_SYNTHETIC)] = None,
     json_out: JsonOpt = False,
     out: OutOpt = None,
 ) -> None:
@@ -168,6 +170,7 @@ def replay(
         synthetic_nodes=synthetic_nodes,
     )
     config = ReplayConfig(sample_every=sample_every)
+    check_samples(workload.pods, config)  # before the progress bar, so the error is one line
     runs = []
     with Progress(console=Console(stderr=True), disable=json_out) as progress:
         task = progress.add_task("replaying", total=len(names))

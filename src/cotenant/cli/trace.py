@@ -39,7 +39,10 @@ def check(
             f"{nodes.name}: {gpu_nodes} GPU nodes, {gpus} GPUs, "
             f"{len(every_node) - gpu_nodes} CPU-only nodes (left out of simulations)"
         )
-        typer.echo(f"demand / capacity: {gpu_milli / (1000 * gpus):.1%}")
+        if gpus:
+            typer.echo(f"demand / capacity: {gpu_milli / (1000 * gpus):.1%}")
+        else:
+            typer.echo("demand / capacity: no GPU in the node list")
         gpu_list = [n for n in every_node if n.gpu_count]
         note = unplaceable_note(Cluster(gpu_list), pod_list) if gpu_list else None
         typer.echo(f"placeable: {note}" if note else "placeable: every pod fits some node")

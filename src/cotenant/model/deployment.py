@@ -52,7 +52,7 @@ class Deployment:
 
 def unknown_keys(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
     """Reject the first key of ``data`` not in ``allowed``, naming its path."""
-    extra = sorted(set(data) - allowed)
+    extra = sorted(set(data) - allowed, key=str)  # YAML keys may be numbers too
     if extra:
         raise InputError(
             f"{where}.{extra[0]}", f"unknown key; allowed: {', '.join(sorted(allowed))}"
@@ -76,7 +76,7 @@ def _gpu_entry(item: Any, gpu: GpuModel, where: str) -> GpuPlan:
         unknown_keys(inst, {"instance", "service"}, at)
         text = inst.get("instance")
         name, sep, start = str(text).partition("@")
-        if not isinstance(text, str) or not sep or not start.isdigit():
+        if not isinstance(text, str) or not sep or not (start.isascii() and start.isdigit()):
             raise InputError(f"{at}.instance", f"{text!r} must be PROFILE@START, e.g. 3g.20gb@4")
         try:
             placements.append(MigPlacement(gpu.mig.profile(name), int(start)))

@@ -33,8 +33,10 @@ def loads_json(text: str | bytes, where: str) -> Any:
                          hint="keep one") from exc
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}:{exc.lineno}", f"not valid JSON: {exc.msg}") from exc
-    except ValueError as exc:  # a number too long to convert
-        raise InputError(where, f"not valid JSON: {exc!s:.100}") from exc
+    except ValueError as exc:  # an integer of thousands of digits
+        raise InputError(where, "not valid JSON: a number with too many digits") from exc
+    except RecursionError as exc:
+        raise InputError(where, "not valid JSON: nested too deeply") from exc
 
 
 def loads_yaml(text: str, where: str) -> Any:
@@ -45,6 +47,8 @@ def loads_yaml(text: str, where: str) -> Any:
     except _RepeatedKeyError as exc:
         raise InputError(f"{where}:{exc.line}", f"key {exc.key!r} appears twice in one "
                          "mapping", hint="keep one") from exc
+    except RecursionError as exc:
+        raise InputError(where, "not valid YAML: nested too deeply") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""

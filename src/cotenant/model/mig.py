@@ -150,14 +150,17 @@ class MigGeometry:
         """Parse ``"3g.40gb@0,2g.20gb@4,1g.10gb@6"``. Names without ``@start`` are placed by a
         depth-first search over allowed starts (larger instances first, lowest start first),
         so any multiset that fits somewhere is accepted, as mig-parted's configs expect."""
-        items = [t.strip() for t in text.split(",") if t.strip()]
+        items = [t.strip() for t in text.split(",")] if text.strip() else []
+        if "" in items:
+            raise InvalidLayoutError(f"{text!r}: an empty item between commas",
+                                     hint='e.g. "3g.20gb,2g.10gb"; "" is the empty layout')
         fixed: list[MigPlacement] = []
         floating: list[MigProfile] = []
         for item in items:
             name, _, start = item.partition("@")
             profile = self.profile(name)
             if start:
-                if not start.isdigit():
+                if not (start.isascii() and start.isdigit()):
                     raise InvalidLayoutError(f"{item!r}: start must be a slice number")
                 fixed.append(MigPlacement(profile, int(start)))
             else:

@@ -57,7 +57,11 @@ class ServingSpec:
 def _number(value: Any, where: str, *, positive: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(where, f"{value!r} is not a number")
-    if not math.isfinite(value):
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        raise InputError(where, "is too large a number") from None
+    if not math.isfinite(number):
         raise InputError(where, f"{value} must be a finite number")
     if value < 0 or (positive and value == 0):
         raise InputError(where, f"{value} must be {'> 0' if positive else '>= 0'}")

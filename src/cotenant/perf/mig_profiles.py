@@ -307,7 +307,8 @@ def _point(rec: dict[str, str], where: str) -> ProfilePoint:
             f"{where}:profile",
             f"{rec['profile']!r} is not a MIG profile of {gpu}; valid: {', '.join(profiles)}",
         )
-    if not rec["batch"].isdigit() or int(rec["batch"]) < 1:
+    batch = rec["batch"]
+    if not (batch.isascii() and batch.isdigit()) or int(batch) < 1:
         raise InputError(f"{where}:batch", f"{rec['batch']!r} is not a positive integer")
     return ProfilePoint(
         rec["model"],

@@ -18,7 +18,12 @@ import numpy as np
 from cotenant.model.cluster import Cluster
 from cotenant.model.workload import Pod
 from cotenant.policies.placement import PLACEMENT
-from cotenant.sim.fragmentation import FragmentationConfig, FragmentationRun, run_fragmentation
+from cotenant.sim.fragmentation import (
+    FragmentationConfig,
+    FragmentationRun,
+    check_gpu_demand,
+    run_fragmentation,
+)
 
 _WORKER: dict[str, tuple[Cluster, Sequence[Pod], FragmentationConfig]] = {}
 
@@ -108,6 +113,7 @@ def run_matrix(
 ) -> list[FragmentationRun]:
     """Every (policy, seed) run, ordered by policy then seed."""
     names = [PLACEMENT.canonical(p) for p in policies]  # fail fast on an unknown name
+    check_gpu_demand(pods)  # here, not first in a worker
     jobs = [(p, s) for p in names for s in seeds]
     workers = min(len(jobs), workers or os.cpu_count() or 1)
     results: dict[tuple[str, int], FragmentationRun] = {}

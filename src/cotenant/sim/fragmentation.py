@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from cotenant.errors import InputError
 from cotenant.model.cluster import Cluster, ClusterState, IntArray
 from cotenant.model.workload import Pod, PodShape
 from cotenant.policies.placement import PLACEMENT
@@ -100,11 +101,20 @@ class FragmentationRun:
         return int(self.failed.sum())
 
 
+def check_gpu_demand(pods: Sequence[Pod]) -> None:
+    """An error unless some pod asks for a GPU: arrivals go on until GPU demand reaches its
+    target, which pods without GPUs never do."""
+    if not any(p.shape.gpu_milli_total for p in pods):
+        raise InputError("pods", "no pod asks for a GPU; the experiment fills the cluster with "
+                         "GPU demand", hint="give a pod list with GPU pods")
+
+
 def arrival_order(
     pods: Sequence[Pod], capacity_milli: int, multiple: float, rng: np.random.Generator
 ) -> list[PodShape]:
     """Shuffle, then inflate (sampling with replacement) or deflate to the target demand."""
     by_name = sorted(pods, key=lambda p: p.name)
+    check_gpu_demand(by_name)
     shapes = [by_name[i].shape for i in rng.permutation(len(by_name))]
     target = multiple * capacity_milli
     total = sum(s.gpu_milli_total for s in shapes)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from cotenant.errors import InputError
 from cotenant.model.cluster import Cluster, ClusterState
 from cotenant.model.workload import Pod
 from cotenant.policies.placement import PLACEMENT
@@ -51,6 +52,21 @@ class ReplayRun:
     departures: int
 
 
+MAX_SAMPLES = 1_000_000
+"""Most metric samples of one replay (each costs a fragmentation measure): a year at 30 s."""
+
+
+def check_samples(pods: Sequence[Pod], config: ReplayConfig) -> None:
+    """An error when the trace's time span holds more than :data:`MAX_SAMPLES` samples."""
+    stamps = [t for p in pods for t in (p.creation_time, p.deletion_time) if t is not None]
+    span = max(stamps, default=0) - min(stamps, default=0)
+    if span / config.sample_every > MAX_SAMPLES:
+        raise InputError("--sample-every", f"{config.sample_every:g} s over the trace's "
+                         f"{span:,} s is more than {MAX_SAMPLES:,} samples",
+                         hint=f"give at least {span / MAX_SAMPLES:,.0f} s, or check the trace's "
+                         "times (seconds)")
+
+
 def run_replay(
     cluster: Cluster,
     pods: Sequence[Pod],
@@ -59,6 +75,7 @@ def run_replay(
     config: ReplayConfig = ReplayConfig(),
 ) -> ReplayRun:
     """Replay ``pods`` on ``cluster`` with ``policy``; ties between nodes broken by ``seed``."""
+    check_samples(pods, config)
     rng = np.random.default_rng(seed)
     rank = rng.permutation(cluster.size).astype(np.int64)
     workload = [p.shape for p in pods]

@@ -9,8 +9,10 @@ are matched by header name, never by position.
 from __future__ import annotations
 
 import csv
+import gzip
 import re
 import tarfile
+import zlib
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -20,6 +22,7 @@ from cotenant.errors import InputError
 
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 """One line and its ending, whichever of LF, CRLF and CR it is."""
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _is_tar(path: Path) -> bool:
@@ -54,7 +57,18 @@ class CsvRows:
         that a byte that is not UTF-8 is named at its own line; a UTF-8 byte-order mark is
         dropped."""
         number = 0
-        for chunk in handle:  # split at LF; a CR-only file comes as one chunk
+        chunks = iter(handle)  # split at LF; a CR-only file comes as one chunk
+        while True:
+            try:
+                chunk = next(chunks, None)
+            except (EOFError, zlib.error, tarfile.TarError, gzip.BadGzipFile) as exc:
+                raise InputError(f"{self.name}:{number + 1}", "the archive ends early or is "
+                                 f"corrupt ({exc})") from exc
+            if chunk is None:
+                return
+            if number == 0 and chunk.startswith(GZIP_MAGIC):
+                raise InputError(self.name, "is gzip-compressed; only .tar.gz archives are "
+                                 "read", hint="decompress it, or pack it as .tar.gz")
             for raw in _LINE.findall(chunk) if b"\r" in chunk else (chunk,):
                 number += 1
                 try:
@@ -69,8 +83,9 @@ class CsvRows:
                 handle = self._open(stack)
             except OSError as exc:
                 raise InputError(str(self.path), f"cannot read: {exc.strerror or exc}") from exc
-            except tarfile.TarError as exc:
-                raise InputError(str(self.path), f"not a readable tar archive: {exc}") from exc
+            except (tarfile.TarError, EOFError, zlib.error) as exc:
+                why = str(exc) or "it ends early"
+                raise InputError(str(self.path), f"not a readable tar archive: {why}") from exc
             reader = csv.reader(self._lines(handle), strict=True)
             header = self._header(reader)
             rows = 0

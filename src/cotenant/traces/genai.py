@@ -68,7 +68,9 @@ __all__ = [
 DUTY_COLUMNS = ("value", "timestamp_anon", "container_ip")
 MEMORY_COLUMNS = ("timestamp_anon", "value", "container_ip")
 MIB = 1024 * 1024
-
+MAX_GRID_STEPS = 1_000_000
+"""Longest grid: about two years of one-minute steps (the trace spans a day). A longer one is a
+stray timestamp, and would not fit in memory across the series."""
 
 @dataclass(frozen=True)
 class LoadReport:
@@ -220,6 +222,10 @@ def load_duty_cycles(
     samples, rows_read = _read(path, DUTY_COLUMNS, _duty_rule)
     start = min(float(t[0]) for t, _ in samples.values())
     end = max(float(t[-1]) for t, _ in samples.values())
+    if (end - start) / interval_s >= MAX_GRID_STEPS:
+        raise InputError(path.name, f"timestamps span {end - start:g} s, {MAX_GRID_STEPS:,} or "
+                         f"more steps of {interval_s} s", hint="timestamps are seconds; check "
+                         "for a stray value, or pass a larger --interval")
     grid = start + interval_s * np.arange(int((end - start) // interval_s) + 1, dtype=np.float64)
     kept: list[str] = []
     rows: list[np.ndarray] = []

@@ -9,6 +9,8 @@ naming file, line, column and rule. Nothing is dropped silently.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,27 +22,25 @@ from cotenant.traces.csvrows import CsvRows as _Rows
 POD_REQUIRED = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 NODE_REQUIRED = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 _QOS = {q.value.lower(): q for q in Qos}
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+MAX_VALUE = 10**12
+"""Bound of the columns with no natural one (CPU, memory, times): far above any cluster (a
+million cores, an exbibyte, 30,000 years), and within what int64 sums of them can hold."""
 
 
 def _int(rows: _Rows, line: int, row: dict[str, str], col: str, lo: int, hi: int | None) -> int:
+    """An integer column: ASCII digits, or a number whose value is whole ("1000.0", "1e3"),
+    within ``lo..hi`` (``hi`` None: up to :data:`MAX_VALUE`)."""
     text = row[col]
-    try:
-        value = int(text)
-    except ValueError:
-        try:
-            as_float = float(text)
-        except ValueError:
-            as_float = float("nan")
-        if as_float.is_integer():
-            value = int(as_float)
-        else:
-            raise InputError(
-                rows.where(line, col), f"{text!r} is not an integer", hint="e.g. 1000"
-            ) from None
-    if value < lo or (hi is not None and value > hi):
-        bound = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-        raise InputError(rows.where(line, col), f"{value} is out of range ({bound})")
-    return value
+    top = MAX_VALUE if hi is None else hi
+    as_float = float(text) if _NUMBER.fullmatch(text) else math.nan
+    if math.isnan(as_float):
+        raise InputError(rows.where(line, col), f"{text!r} is not an integer", hint="e.g. 1000")
+    if not lo <= as_float <= top:
+        raise InputError(rows.where(line, col), f"{text} is out of range ({lo}..{top})")
+    if not as_float.is_integer():
+        raise InputError(rows.where(line, col), f"{text!r} is not an integer", hint="e.g. 1000")
+    return int(text) if text.lstrip("+-").isdigit() else int(as_float)
 
 
 def _gpu_spec(rows: _Rows, line: int, text: str) -> tuple[str, ...]:

@@ -48,7 +48,7 @@ def test_mig_apply_on_fake(capsys: Capsys) -> None:
         (["mig", "apply", "1g.5gb", "--gpu", "0", "--backend", "nope"], "unknown backend"),
         (["mig", "export", "--backend", "fake", "--gpus", "A100:x"], "count must be"),
         (["mig", "export", "--backend", "fake", "--gpus", "A100:0"],
-         "--gpus: 'A100:0': count must be a positive integer"),
+         "--gpus: 'A100:0': count must be an integer 1..64"),
         (["agent", "run", "--backend", "fake", "--online-share", "0"], "outside 1-100"),
         (["agent", "run", "--backend", "fake", "--online-share", "101"], "outside 1-100"),
         (["agent", "run", "--backend", "fake", "--listen", "nowhere"], "HOST:PORT"),
@@ -197,7 +197,7 @@ def test_submit_status_stop_against_a_live_agent(
     code, _, err = run(capsys, "agent", "status", "--url", "agent.local", "--token-file",
                        str(token))
     assert code == 2  # no scheme: one line, no traceback
-    assert "agent at agent.local" in assert_one_error_line(err)
+    assert "--url agent.local: unknown url type" in assert_one_error_line(err)
     code, _, err = run(capsys, "agent", "status", "--url", url, "--token-file", str(bad))
     assert code == 2
     assert "HTTP 401" in assert_one_error_line(err)

@@ -3,7 +3,10 @@ usage errors, numbers that are not finite, negative seeds, report paths that can
 
 from __future__ import annotations
 
+import gzip
 import json
+import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -178,3 +181,92 @@ def test_pods_no_node_can_hold_are_reported_and_json_stays_valid(
                        "--seeds", "2", "-p", "fgd", "--out", str(tmp_path / "report"))
     assert code == 0, err
     assert (tmp_path / "report" / "fragmentation.png").exists()
+
+
+POD_HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+              "deletion_time,scheduled_time\n")
+SPEC_HEAD = "apiVersion: cotenant/v1alpha1\nkind: ServingPlan\ngpu: A100-40GB\n"
+
+
+def _write(tmp_path: Path, name: str, text: str | bytes) -> str:
+    path = tmp_path / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def _truncated_tar(tmp_path: Path) -> str:
+    src = tmp_path / "pods.csv"
+    src.write_text(POD_HEADER + "".join(f"p{i},1000,1000,1,1000,,LS,Running,0,10,0\n"
+                                        for i in range(3000)), encoding="utf-8")
+    archive = tmp_path / "pods.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(src, arcname="pods.csv")
+    data = archive.read_bytes()
+    archive.write_bytes(data[: len(data) // 2])
+    return str(archive)
+
+
+@pytest.mark.parametrize(
+    ("make", "needle"),
+    [
+        (lambda t: ["simulate", "--pods", _write(t, "p.csv", POD_HEADER
+                    + "p1,1000,1000,0,0,,LS,Running,0,10,0\n"), "--nodes",
+                    _write(t, "n.csv", SMALL_NODES), "--seeds", "1"],
+         "pods: no pod asks for a GPU"),
+        (lambda t: ["simulate", "replay", "--pods", _write(t, "p.csv", POD_HEADER
+                    + "p1,1000,1000,1,1000,,LS,Running,0,100000000000,0\n"), "--nodes",
+                    _write(t, "n.csv", SMALL_NODES)],
+         "--sample-every: 3600 s over the trace's 100,000,000,000 s is more than"),
+        (lambda t: ["trace", "check", _write(t, "p.csv", POD_HEADER
+                    + "p1,1e30,1000,1,1000,,LS,Running,0,10,0\n")],
+         "p.csv:2:cpu_milli: 1e30 is out of range"),
+        (lambda t: ["trace", "check", _write(t, "p.csv", POD_HEADER
+                    + "p1,1000,1000,1,1000,,LS,Running,0,10,0\n"), "--nodes",
+                    _write(t, "n.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,64000,1000,0,\n")],
+         None),  # no GPU node: a line saying so, not a division by zero
+        (lambda t: ["plan", "mig", _write(t, "s.yaml", SPEC_HEAD + "services:\n- {name: a, "
+                    "model: resnet50, rate: 1.0e+300, sloMs: 50}\n")],
+         "s.yaml.services: the rates need at least"),
+        (lambda t: ["plan", "mig", _write(t, "s.yaml", SPEC_HEAD + "services:\n- {name: a, "
+                    "model: resnet50, rate: " + "9" * 400 + ", sloMs: 50}\n")],
+         "s.yaml.services[0].rate: is too large a number"),
+        (lambda t: ["plan", "mig", _write(t, "s.yaml", SPEC_HEAD + "1: x\nfoo: y\n")],
+         "s.yaml.1: unknown key"),
+        (lambda t: ["plan", "mig", _write(t, "s.yaml", "[" * 100_000)],
+         "s.yaml: not valid YAML: nested too deeply"),
+        (lambda t: ["agent", "submit", _write(t, "w.json", "[" * 100_000)],
+         "w.json: not valid JSON: nested too deeply"),
+        (lambda t: ["agent", "status", "--url", "http://127.0.0.1:abc", "--token-file",
+                    _write(t, "token", "secret\n")],
+         "--url http://127.0.0.1:abc: nonnumeric port"),
+        (lambda t: ["agent", "run", "--backend", "fake", "--share-policy", ":",
+                    "--state-dir", str(t)],
+         "unknown share policy ':'"),
+        (lambda t: ["mig", "validate", "A100-40GB", "3g.20gb@\u00b2"],
+         "start must be a slice number"),
+        (lambda t: ["mig", "validate", "A100-40GB", "3g.20gb@0,,1g.5gb@6"],
+         "an empty item between commas"),
+        (lambda t: ["mig", "export", "--backend", "fake", "--gpus", "A100-40GB:99999999"],
+         "count must be an integer 1..64"),
+        (lambda t: ["trace", "check", _truncated_tar(t)],
+         "pods.tar.gz: not a readable tar archive"),
+        (lambda t: ["trace", "check", _write(t, "p.csv.gz", gzip.compress(POD_HEADER.encode()))],
+         "p.csv.gz: is gzip-compressed"),
+        (lambda t: ["trace", "genai", _write(t, "d.csv", "value,timestamp_anon,container_ip\n"
+                                             "10,0,a\n20,1e15,a\n")],
+         "d.csv: timestamps span 1e+15 s"),
+    ],
+)
+def test_extreme_input_is_one_line_not_a_traceback_or_a_hang(
+    capsys: Capsys, tmp_path: Path, make: Callable[[Path], list[str]], needle: str | None
+) -> None:
+    code, out, err = run(capsys, *make(tmp_path))
+    if needle is None:
+        assert code == 0, err
+        assert "no GPU in the node list" in out
+        return
+    assert code == 2, err
+    assert needle in assert_one_error_line(err)

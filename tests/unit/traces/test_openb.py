@@ -147,6 +147,23 @@ def test_non_integer_value(tmp_path: Path) -> None:
     assert "'lots' is not an integer" in err.rule
 
 
+@pytest.mark.parametrize(
+    ("cpu", "rule"),
+    [
+        ("1_000", "'1_000' is not an integer"),
+        ("\uff11\uff10\uff10\uff10", "is not an integer"),  # full-width digits
+        ("\u00b2", "is not an integer"),
+        ("1e30", "1e30 is out of range (0..1000000000000)"),
+        ("99999999999999999999", "out of range (0..1000000000000)"),
+        ("9" * 400, "out of range"),
+    ],
+)
+def test_integers_are_ascii_and_bounded(tmp_path: Path, cpu: str, rule: str) -> None:
+    err = pods_error(tmp_path, GOOD_POD, f"p1,{cpu},2048,1,500,,LS,Running,0,1,0")
+    assert err.where == "pods.csv:3:cpu_milli"
+    assert rule in err.rule
+
+
 def test_fractional_non_integer_is_rejected(tmp_path: Path) -> None:
     err = pods_error(tmp_path, "p1,1000,2048,1,500.5,,LS,Running,0,1,0")
     assert err.where == "pods.csv:2:gpu_milli"
@@ -156,7 +173,7 @@ def test_fractional_non_integer_is_rejected(tmp_path: Path) -> None:
 def test_negative_cpu_milli(tmp_path: Path) -> None:
     err = pods_error(tmp_path, "p1,-1,2048,0,0,,LS,Running,0,1,0")
     assert err.where == "pods.csv:2:cpu_milli"
-    assert "-1 is out of range (>= 0)" in err.rule
+    assert "-1 is out of range (0..1000000000000)" in err.rule
 
 
 @pytest.mark.parametrize("milli", [-1, 1200])

@@ -29,13 +29,15 @@ from cotenant.agent.backends.fake import FakeNode, ManualClock
 from cotenant.errors import InputError, UnknownNameError
 
 BACKEND_NAMES = ("fake", "nvml")
+MAX_GPUS = 64  # GPUs on one fake node: more than any server holds
 
 
 def parse_gpus(spec: str) -> tuple[str, int]:
     """``"A100-40GB:4"`` -> ("A100-40GB", 4); a bare model means one GPU."""
     model, _, count = spec.partition(":")
-    if count and (not count.strip().isdigit() or int(count) < 1):
-        raise InputError("--gpus", f"{spec!r}: count must be a positive integer",
+    count = count.strip()
+    if count and (not (count.isascii() and count.isdigit()) or not 1 <= int(count) <= MAX_GPUS):
+        raise InputError("--gpus", f"{spec!r}: count must be an integer 1..{MAX_GPUS}",
                          hint="e.g. A100-40GB:4")
     return model.strip(), int(count) if count else 1
 

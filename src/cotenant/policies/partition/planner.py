@@ -43,10 +43,21 @@ def build_problem(spec: ServingSpec, table: ProfileTable) -> PartitionProblem:
                 f"{service.model}; the best latency available is {best:g} ms",
             )
     demand = np.array([s.rate for s in spec.services], dtype=np.float64)
+    best = rate.max(axis=1)  # > 0 wherever demand is (checked above)
+    fewest = float(np.sum(np.divide(demand, best, out=np.zeros_like(demand), where=best > 0)))
+    if fewest > MAX_PLAN_GPUS:
+        count = f"{fewest:,.0f}" if fewest < 1e9 else f"{fewest:.3g}"
+        raise InputError(f"{spec.source}.services", f"the rates need at least {count} "
+                         f"GPUs; the planner plans up to {MAX_PLAN_GPUS:,}",
+                         hint="check the rates' unit (req/s), or split the spec")
     return PartitionProblem(
         geometry, tuple(s.name for s in spec.services), demand, profiles, rate, layouts
     )
 
+
+MAX_PLAN_GPUS = 20_000
+"""The largest plan: the cluster size cotenant is built for. Beyond it the solvers overrun their
+time limit, and a rate that needs more is more often a unit mistake than a real fleet."""
 
 DEFAULT_TIME_LIMIT = 1.0
 """Seconds the default optimiser gets: at 100 services it is within 1% of the optimum on
