@@ -51,10 +51,11 @@ def check_seconds(value: float, where: str, *, positive: bool = False) -> float:
 class UnknownNameError(CotenantError):
     """A name looked up in a registry or catalog that does not exist."""
 
-    def __init__(self, kind: str, name: str, valid: Iterable[str]) -> None:
+    def __init__(self, kind: str, name: str, valid: Iterable[str], where: str = "") -> None:
         choices = sorted(valid)
+        place = f" in {where}" if where else ""
         super().__init__(
-            f"unknown {kind} {name!r}; valid: {', '.join(choices)}",
+            f"unknown {kind} {name!r}{place}; valid: {', '.join(choices) or 'none'}",
         )
         self.kind = kind
         self.name = name

@@ -83,7 +83,9 @@ def run(
     share_policy: Annotated[
         str, typer.Option(help=f"one of: {', '.join(SHARE_POLICIES.names())}, or module:attr")
     ] = "dynamic",
-    online_share: Annotated[int, typer.Option(help="static policy: online SM share %")] = 70,
+    online_share: Annotated[
+        int | None, typer.Option(help="static policy: online SM share % (default 70)")
+    ] = None,
     min_online_share: Annotated[
         int | None,
         typer.Option(help="dynamic policy: the online share never goes below this % (a floor "
@@ -111,13 +113,13 @@ def run(
                      "(0: throttle at once)"),
     ] = 10.0,
     cgroups_: Annotated[
-        str,
+        str | None,
         typer.Option("--cgroups", help="nvml backend: run each workload in a cgroup v2 of its "
                      "own below this directory, to find, freeze and kill all its processes "
                      "(auto: cotenant-workloads-<hash of --state-dir> in the agent's own "
                      "cgroup, where it may write; off: by process group and environment token "
-                     "only)"),
-    ] = "auto",
+                     "only; default auto)"),
+    ] = None,
     interval: Annotated[
         float, typer.Option(min=0.01, callback=finite, help="seconds between reconcile ticks")
     ] = 1.0,
@@ -133,11 +135,18 @@ def run(
     policy = share_policy_of(share_policy, online_share, min_online_share)
     guard = GuardSettings(pause_s=guard_pause_s)
     token = ensure_token(token_file or state_dir / "token")
-    root = cgroup_start.open_root(cgroups_, state_dir) if backend == "nvml" else None
+    if cgroups_ is not None and backend != "nvml":
+        raise InputError("--cgroups", f"is a setting of the nvml backend, not {backend!r}",
+                         hint="leave it out")
+    root = cgroup_start.open_root(cgroups_ or "auto", state_dir) if backend == "nvml" else None
     node = open_backend(backend, gpus=gpus, state_dir=state_dir, cgroup_root=root)
     service = AgentService(node, state_dir, policy, share_window_s=share_window_s,
                            scrape_interval_s=scrape_interval_s, guard=guard)
-    server = AgentServer((host, port), service, token)
+    try:
+        server = AgentServer((host, port), service, token)
+    except OSError as exc:  # an unknown host, an address in use or not on this machine
+        service.close()
+        raise InputError("--listen", f"cannot listen on {listen}: {exc.strerror or exc}") from exc
     thread = threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True)
     thread.start()
     service.start_watching()  # the guard acts on a scraped p99 between ticks
@@ -180,14 +189,18 @@ def run(
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # Ctrl-C; systemd stops with SIGTERM
 
 
-def share_policy_of(name: str, online_share: int, min_online_share: int | None) -> SharePolicy:
+def share_policy_of(
+    name: str, online_share: int | None, min_online_share: int | None
+) -> SharePolicy:
     """The share policy ``agent run`` drives: ``--online-share`` goes to the static policy,
     ``--min-online-share`` to the dynamic one (a plugin, ``module:attr``, takes neither)."""
-    check_share_pct(online_share, "--online-share")
     builtin = SHARE_POLICIES.canonical(name) if ":" not in name else None
     kwargs: dict[str, object] = {}
-    if builtin == "static":
-        kwargs["online_pct"] = online_share
+    if online_share is not None:
+        if builtin != "static":
+            raise InputError("--online-share", f"is a setting of the static share policy, not "
+                             f"{name!r}", hint="use --share-policy static")
+        kwargs["online_pct"] = check_share_pct(online_share, "--online-share")
     if min_online_share is not None:
         if builtin != "dynamic":
             raise InputError("--min-online-share", f"is a setting of the dynamic share "

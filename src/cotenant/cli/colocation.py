@@ -9,6 +9,8 @@ defaults sit at different violation rates.
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import astuple
 from pathlib import Path
 from typing import Annotated
 
@@ -47,6 +49,7 @@ COLOCATION_POLICIES = ["dedicated", "mps-fixed", "time-slicing", "muxflow"]
 MAX_HOURS = 24 * 366
 MAX_GPUS = 1_000_000
 MAX_OFFLINE_DEMAND = 1000.0
+MAX_FAULT_SCALE = math.floor(1.0 / sum(astuple(FaultRates())))  # a probability sum of 1
 
 
 def colocation(
@@ -90,11 +93,13 @@ def colocation(
                             help="SLO = this x the p99 alone at peak load")
     ] = 1.5,
     fault_scale: Annotated[
-        float, typer.Option(min=0.0, callback=finite, help="multiply the default fault rates")
+        float, typer.Option(min=0.0, max=MAX_FAULT_SCALE, callback=finite,
+                            help="multiply the default fault rates (their sum stays <= 1)")
     ] = 1.0,
     mps_share: Annotated[
-        int, typer.Option(min=1, max=100, help="online SM share (%) of mps-fixed")
-    ] = 50,
+        int | None, typer.Option(min=1, max=100, help="online SM share (%) of mps-fixed "
+                                 "(default 50)")
+    ] = None,
     offline_start_s: Annotated[
         float, typer.Option(min=0.0, callback=finite,
                             help="seconds an offline job is down when placed")
@@ -155,11 +160,20 @@ def colocation(
         if not 0.0 < q <= 1.0:
             raise InputError("--admit-quantile", f"{q:g} must be in (0, 1]")
     mux = muxflow_from_options(guard_reaction_s, load_window, min_online_share)
-    given = (guard_reaction_s, load_window, min_online_share)
-    if not run_frontier and "muxflow" not in names and given != (None, None, None):
-        raise InputError("--guard-reaction-s/--load-window/--min-online-share",
-                         "are MuxFlow settings and MuxFlow does not run",
-                         hint="add -p muxflow, or leave them out")
+    given = [name for name, value in (("--guard-reaction-s", guard_reaction_s),
+                                      ("--load-window", load_window),
+                                      ("--min-online-share", min_online_share))
+             if value is not None]
+    if not run_frontier and "muxflow" not in names and given:
+        verb = "is a MuxFlow setting" if len(given) == 1 else "are MuxFlow settings"
+        raise InputError("/".join(given), f"{verb} and MuxFlow does not run",
+                         hint="add -p muxflow, or leave it out")
+    if mps_share is not None and not run_frontier and "mps-fixed" not in names:
+        raise InputError("--mps-share", "is the mps-fixed policy's split and mps-fixed does "
+                         "not run", hint="add -p mps-fixed, or leave it out")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError("--policy", f"{', '.join(twice)} given twice", hint="give each once")
     rng = np.random.default_rng(seed)
     notes: list[str] = []
     work = workload_from_options(pods, nodes, load, memory, rng, hours, gpus, offline_demand,
@@ -186,7 +200,7 @@ def colocation(
         notes.append(guard_note(mux.guard_reaction_s, work.interval_s))
     err = Console(stderr=True)
     if run_frontier:
-        if policy or mps_share != 50:
+        if policy or mps_share is not None:
             raise InputError("--frontier", "runs every policy setting itself",
                              hint="leave out -p/--policy and --mps-share")
         settings_out["admission quantiles"] = ", ".join(f"{q:g}" for q in quantiles)
@@ -195,7 +209,9 @@ def colocation(
         _frontier(work, seed, config, quantiles, mux, admit_from_history, settings_out, notes,
                   json_out, out, err)
         return
-    settings_out["mps-fixed online share (%)"] = mps_share
+    mps_share = 50 if mps_share is None else mps_share
+    if "mps-fixed" in names:
+        settings_out["mps-fixed online share (%)"] = mps_share
     runs: list[ColocationRun] = []
     with _progress(err, json_out) as progress:
         task = progress.add_task("co-location", total=len(names) * work.intervals)

@@ -90,6 +90,10 @@ def mig(
     spec = parse_spec(_load_yaml(spec_path), spec_path.name)
     current = spec.current
     if current_path is not None:
+        if current is not None:
+            raise InputError("--current", f"{spec_path.name} has its own current: block",
+                             hint="give the deployment running today once: in the spec or "
+                             "with --current")
         current = parse_deployment(_load_yaml(current_path), current_path.name)
     if current is not None and current.gpu != spec.gpu:
         raise InputError(

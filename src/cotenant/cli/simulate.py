@@ -47,7 +47,11 @@ ParamsOpt = Annotated[
 
 
 def _policies(names: list[str] | None) -> list[str]:
-    return [PLACEMENT.canonical(n) for n in (names or DEFAULT_POLICIES)]
+    chosen = [PLACEMENT.canonical(n) for n in (names or DEFAULT_POLICIES)]
+    twice = sorted({n for n in chosen if chosen.count(n) > 1})
+    if twice:
+        raise InputError("--policy", f"{', '.join(twice)} given twice", hint="give each once")
+    return chosen
 
 
 @app.callback(invoke_without_command=True)

@@ -93,8 +93,9 @@ class Capacity:
 class ProfileTable:
     """Operating points indexed by (model, GPU) and profile; GPU names may be catalog aliases."""
 
-    def __init__(self, points: Iterable[ProfilePoint]) -> None:
+    def __init__(self, points: Iterable[ProfilePoint], source: str = "profile table") -> None:
         self.points = tuple(points)
+        self.source = source  # where the points came from, for error messages
         self._curves: dict[tuple[str, str], dict[str, list[ProfilePoint]]] = {}
         seen: set[tuple[str, str, str, int]] = set()
         for p in self.points:
@@ -115,7 +116,7 @@ class ProfileTable:
     def check(self, model: str, gpu: str) -> None:
         """Raise :class:`UnknownNameError` unless the table has data for ``model`` on ``gpu``."""
         if model not in self.models():
-            raise UnknownNameError("DNN model", model, self.models())
+            raise UnknownNameError("DNN model", model, self.models(), self.source)
         gpus = [g for m, g in self._curves if m == model]
         if _canonical(gpu) not in gpus:
             raise UnknownNameError(f"GPU model with data for {model}", gpu, gpus)
@@ -247,7 +248,7 @@ def format_csv(points: Iterable[ProfilePoint]) -> str:
 def default_table() -> ProfileTable:
     """The shipped table (``cotenant/perf/data/mig_profiles.csv``)."""
     text = resources.files("cotenant.perf").joinpath("data/mig_profiles.csv").read_text("utf-8")
-    return ProfileTable(_parse(io.StringIO(text), "mig_profiles.csv"))
+    return ProfileTable(_parse(io.StringIO(text), "mig_profiles.csv"), "the shipped profiles")
 
 
 def load_csv(path: str | Path) -> ProfileTable:
@@ -258,17 +259,23 @@ def load_csv(path: str | Path) -> ProfileTable:
     have raises :class:`InputError` naming ``file:line:column`` and the rule.
     """
     try:
-        with Path(path).open(newline="", encoding="utf-8-sig") as fh:
-            return ProfileTable(_parse(fh, str(path)))
-    except UnicodeDecodeError as exc:
-        raise InputError(str(path), f"not UTF-8 text (byte {exc.start + 1} of the file)") from exc
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(str(path), f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"{path}:{line}", "not UTF-8 text") from exc
+    return ProfileTable(_parse(io.StringIO(text, newline=""), str(path)), str(path))
 
 
 def _parse(lines: Iterable[str], name: str) -> list[ProfilePoint]:
-    reader = csv.reader(lines)
-    header = [h.strip() for h in next(reader, [])]
+    reader = csv.reader(lines, strict=True)
+    try:
+        header = [h.strip() for h in next(reader, [])]
+    except csv.Error as exc:
+        raise InputError(f"{name}:1", f"malformed CSV header: {exc}") from exc
     expected = ",".join(COLUMNS)
     for col in COLUMNS[:-1]:
         if col not in header:
@@ -278,10 +285,17 @@ def _parse(lines: Iterable[str], name: str) -> list[ProfilePoint]:
             raise InputError(f"{name}:1:{col}", f"unknown or repeated column; expected {expected}")
     points = []
     first: dict[tuple[str, str, str, int], int] = {}
-    for row in reader:
+    while True:
+        start = reader.line_num + 1  # where the next row starts
+        try:
+            row = next(reader, None)
+        except csv.Error as exc:  # an unclosed quote runs to the end of the file
+            raise InputError(f"{name}:{start}", f"malformed CSV row: {exc}") from exc
+        if row is None:
+            break
         if not any(cell.strip() for cell in row):
             continue
-        where = f"{name}:{reader.line_num}"
+        where = f"{name}:{start}"
         if len(row) != len(header):
             raise InputError(where, f"{len(row)} fields; the header has {len(header)}")
         point = _point(dict(zip(header, (c.strip() for c in row), strict=True)), where)
@@ -289,8 +303,10 @@ def _parse(lines: Iterable[str], name: str) -> list[ProfilePoint]:
         if key in first:
             raise InputError(where, f"{point.model} on {point.gpu} {point.profile} at batch "
                              f"{point.batch} is already on line {first[key]}", hint="keep one")
-        first[key] = reader.line_num
+        first[key] = start
         points.append(point)
+    if not points:
+        raise InputError(f"{name}:2", "no data rows after the header")
     return points
 
 

@@ -49,8 +49,16 @@ def test_mig_apply_on_fake(capsys: Capsys) -> None:
         (["mig", "export", "--backend", "fake", "--gpus", "A100:x"], "count must be"),
         (["mig", "export", "--backend", "fake", "--gpus", "A100:0"],
          "--gpus: 'A100:0': count must be an integer 1..64"),
-        (["agent", "run", "--backend", "fake", "--online-share", "0"], "outside 1-100"),
-        (["agent", "run", "--backend", "fake", "--online-share", "101"], "outside 1-100"),
+        (["agent", "run", "--backend", "fake", "--share-policy", "static", "--online-share",
+          "0"], "outside 1-100"),
+        (["agent", "run", "--backend", "fake", "--share-policy", "static", "--online-share",
+          "101"], "outside 1-100"),
+        (["agent", "run", "--backend", "fake", "--online-share", "50"],
+         "--online-share: is a setting of the static share policy, not 'dynamic'"),
+        (["agent", "run", "--backend", "fake", "--cgroups", "off"],
+         "--cgroups: is a setting of the nvml backend, not 'fake'"),
+        (["agent", "run", "--backend", "fake", "--listen", "no-such-host.invalid:0"],
+         "--listen: cannot listen on no-such-host.invalid:0"),
         (["agent", "run", "--backend", "fake", "--listen", "nowhere"], "HOST:PORT"),
         (["agent", "run", "--backend", "gpu"], "unknown backend"),
         (["agent", "run", "--backend", "fake", "--share-policy", "nope"], "unknown share policy"),
@@ -240,8 +248,8 @@ def test_the_dynamic_share_policy_takes_a_floor() -> None:
     """``--min-online-share`` keeps the online share up at low load, where a burst the guard
     sees seconds late would otherwise find the service on a sliver of the GPU."""
     idle = OnlineObservation("resnet50", load=0.0, slo_ms=200.0, online_share_pct=100)
-    default = share_policy_of("dynamic", 70, None)
-    floored = share_policy_of("muxflow", 70, 60)
+    default = share_policy_of("dynamic", None, None)
+    floored = share_policy_of("muxflow", None, 60)
     assert default.online_share(idle) < 60
     assert floored.online_share(idle) == 60
     assert share_policy_of("static", 40, None).online_share(idle) == 40

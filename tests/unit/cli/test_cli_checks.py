@@ -57,7 +57,7 @@ def test_a_bare_group_still_shows_its_help(capsys: Capsys) -> None:
     [
         ["simulate", "replay", "--sample-every", "inf"],
         ["simulate", "colocation", "--slo-headroom", "inf"],
-        ["simulate", "colocation", "--fault-scale", "inf"],
+        ["simulate", "colocation", "--share-change-s", "inf"],
         ["simulate", "colocation", "--offline-start-s", "inf"],
         ["simulate", "colocation", "--load-scale", "nan"],
         ["simulate", "colocation", "--frontier", "--admit-quantile", "nan"],
@@ -270,3 +270,68 @@ def test_extreme_input_is_one_line_not_a_traceback_or_a_hang(
         return
     assert code == 2, err
     assert needle in assert_one_error_line(err)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["simulate", "-p", "fgd", "-p", "FGD"], "--policy: fgd given twice"),
+        (["simulate", "colocation", "-p", "muxflow", "-p", "muxflow"],
+         "--policy: muxflow given twice"),
+        (["simulate", "colocation", "-p", "muxflow", "--mps-share", "40"],
+         "--mps-share: is the mps-fixed policy's split and mps-fixed does not run"),
+        (["simulate", "colocation", "--frontier", "--mps-share", "50"],
+         "--frontier: runs every policy setting itself"),
+        (["simulate", "colocation", "-p", "dedicated", "--min-online-share", "50"],
+         "--min-online-share: is a MuxFlow setting and MuxFlow does not run"),
+        (["simulate", "colocation", "--fault-scale", "10000"], "less than or equal to 5555"),
+    ],
+)
+def test_options_that_would_be_ignored_are_refused(
+    capsys: Capsys, argv: list[str], needle: str
+) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert needle in assert_one_error_line(err)
+
+
+def test_a_spec_with_current_and_current_option_is_refused(
+    capsys: Capsys, tmp_path: Path
+) -> None:
+    running = "- gpu: 0\n  instances: [{instance: 7g.40gb@0, service: a}]\n"
+    spec = _write(tmp_path, "s.yaml", SPEC_HEAD + "services:\n- {name: a, model: resnet50, "
+                  "rate: 100, sloMs: 50}\ncurrent:\n" + running)
+    current = _write(tmp_path, "c.yaml", "apiVersion: cotenant/v1alpha1\nkind: Deployment\n"
+                     "gpu: A100-40GB\ngpus:\n" + running)
+    code, _, err = run(capsys, "plan", "mig", spec, "--current", current)
+    assert code == 2
+    assert "--current: s.yaml has its own current: block" in assert_one_error_line(err)
+
+
+def test_a_profile_table_is_parsed_strictly_and_may_cover_some_profiles(
+    capsys: Capsys, tmp_path: Path
+) -> None:
+    header = "model,gpu,profile,batch,throughput_rps,latency_ms,source\n"
+    row = "resnet50,A100-40GB,2g.10gb,32,643.86,49.7,measured\n"
+    spec = _write(tmp_path, "s.yaml", SPEC_HEAD + "services:\n- {name: a, model: resnet50, "
+                  "rate: 100, sloMs: 50}\n")
+    for text, needle in (
+        (header, "p.csv:2: no data rows after the header"),
+        (header + 'resnet50,A100-40GB,1g.5gb,32,327,97,"unclosed\n' + row,
+         "p.csv:2: malformed CSV row"),
+        (header.encode() + row.encode() * 3 + b"bad\xff,x\n", "p.csv:5: not UTF-8 text"),
+    ):
+        code, _, err = run(capsys, "plan", "mig", spec, "--profiles", _write(tmp_path, "p.csv",
+                                                                           text))
+        assert code == 2
+        assert needle in assert_one_error_line(err)
+    code, out, err = run(capsys, "plan", "mig", spec, "--profiles", _write(tmp_path, "p.csv",
+                                                                         header + row), "--json")
+    assert code == 0, err
+    assert json.loads(out)["gpus"] == 1  # planned on the one profile measured
+    spec = _write(tmp_path, "s.yaml", SPEC_HEAD + "services:\n- {name: a, model: bert, "
+                  "rate: 100, sloMs: 50}\n")
+    code, _, err = run(capsys, "plan", "mig", spec, "--profiles", str(tmp_path / "p.csv"))
+    assert code == 2
+    assert "unknown DNN model 'bert' in " in err
+    assert "p.csv; valid: resnet50" in err

@@ -32,8 +32,10 @@ def build_problem(spec: ServingSpec, table: ProfileTable) -> PartitionProblem:
             table.check(service.model, spec.gpu.name)
         except UnknownNameError as exc:
             raise InputError(where, exc.message) from exc
-        for j, profile in enumerate(profiles):
-            cap = table.capacity(service.model, spec.gpu.name, profile, service.slo_ms)
+        measured = set(table.profiles(service.model, spec.gpu.name))
+        for j, profile in enumerate(profiles):  # a profile the table has no data for: unused
+            cap = (table.capacity(service.model, spec.gpu.name, profile, service.slo_ms)
+                   if profile in measured else None)
             rate[s, j] = cap.throughput if cap is not None else 0.0
         if service.rate > 0 and rate[s].max() <= 0:
             best = table.best_latency(service.model, spec.gpu.name)
