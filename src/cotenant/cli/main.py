@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         fail("aborted", 1)
     except OSError as exc:
-        where = f"{exc.filename}: " if exc.filename else ""
+        where = f"{exc.filename}: " if exc.filename else "a file could not be written or read: "
         fail(f"{where}{exc.strerror or exc}", 1)
     sys.exit(result if isinstance(result, int) else 0)  # typer.Exit(code) returns its code
 

@@ -3,6 +3,8 @@
 Node lists have columns ``sn, cpu_milli, memory_mib, gpu, model``; pod lists ``name,
 cpu_milli, memory_mib, num_gpu, gpu_milli`` and optionally ``gpu_spec, qos, pod_phase,
 creation_time, deletion_time, scheduled_time`` (the multigpu variants omit the optional ones).
+``pod_phase`` and ``scheduled_time`` are not read: every pod of the list is scheduled, whatever
+phase the trace recorded for it.
 Rows are read one at a time; the first bad row stops the load with an :class:`InputError`
 naming file, line, column and rule. Nothing is dropped silently.
 """
