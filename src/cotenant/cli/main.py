@@ -77,8 +77,27 @@ def usage_line(exc: Exception) -> str:
     ctx = getattr(exc, "ctx", None)
     path = ctx.command_path if ctx is not None else "cotenant"
     message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
+    given = rejected_input(exc)
+    param = getattr(exc, "param", None)
+    if given is not None and given.strip().lower().lstrip("+-") in NOT_FINITE and param:
+        # typer checks a range before our callback sees the value: "nan <= 100" fails first
+        message = f"Invalid value for {max(param.opts, key=len)!r}: {given} is not a finite number"
     command = path.partition(" ")[2]  # the line already starts with "cotenant: "
     return f"{command + ': ' if command else ''}{message} (hint: see {path} --help)"
+
+
+NOT_FINITE = ("nan", "inf", "infinity")
+
+
+def rejected_input(exc: Exception) -> str | None:
+    """The text typer refused, where its validator (pydantic) recorded it; else None."""
+    errors = getattr(exc.__cause__, "errors", None)
+    try:
+        first = errors()[0] if callable(errors) else None
+    except (TypeError, IndexError):
+        return None
+    value = first.get("input") if isinstance(first, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def fail(line: str, code: int) -> NoReturn:
