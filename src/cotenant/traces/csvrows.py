@@ -38,6 +38,8 @@ class CsvRows:
         self.required = required
 
     def _open(self, stack: ExitStack) -> IO[bytes]:
+        if self.path.is_fifo() or self.path.is_socket():  # reading would wait for a writer
+            raise InputError(str(self.path), "is a pipe or socket, not a file")
         if not _is_tar(self.path):
             return stack.enter_context(self.path.open("rb"))
         archive = stack.enter_context(tarfile.open(self.path, "r:*"))  # noqa: SIM115 (in stack)

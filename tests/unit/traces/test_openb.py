@@ -3,6 +3,7 @@ file, line, column and the broken rule."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -256,6 +257,13 @@ def test_a_column_twice_in_the_header(tmp_path: Path) -> None:
     err = pods_error(tmp_path, GOOD_POD + ",1", header=POD_HEADER + ",qos")
     assert err.where == "pods.csv:1"
     assert err.rule == "column 'qos' appears twice in the header"
+
+
+def test_a_named_pipe_is_refused_rather_than_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "pods.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="is a pipe or socket, not a file"):
+        load_pods(fifo)
 
 
 def test_empty_file(tmp_path: Path) -> None:
