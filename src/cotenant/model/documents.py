@@ -1,15 +1,19 @@
-"""Strict parsing of the JSON and YAML documents people write: specs, plans, parameters.
+"""Strict parsing of the JSON, YAML and CSV documents people write: specs, plans, parameters,
+traces and profile tables.
 
 ``json.loads`` and ``yaml.safe_load`` both keep the last of two equal keys and drop the first
 without a word, so a spec with ``"sm_share"`` twice runs with whichever came last. Here a
 repeated key is an :class:`InputError` naming the document, the line and the key, like every
 other malformed document; so is a byte-order mark that is not UTF-8's, and text that is not
-JSON or YAML at all.
+JSON or YAML at all. CSV rows come with the line each starts on, and an unclosed quote (which
+would swallow every row after it) is an error at that line.
 """
 
 from __future__ import annotations
 
+import csv
 import json
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import yaml
@@ -37,6 +41,24 @@ def loads_json(text: str | bytes, where: str) -> Any:
         raise InputError(where, "not valid JSON: a number with too many digits") from exc
     except RecursionError as exc:
         raise InputError(where, "not valid JSON: nested too deeply") from exc
+
+
+def csv_records(lines: Iterable[str], where: str) -> Iterator[tuple[int, list[str]]]:
+    """The rows of CSV text (the header first), cells stripped, each with the line it starts
+    on; blank lines are skipped. Quoting is strict: a malformed row is an :class:`InputError`
+    at ``where:line``."""
+    reader = csv.reader(lines, strict=True)
+    while True:
+        line = reader.line_num + 1  # where the next row starts
+        try:
+            row = next(reader, None)
+        except csv.Error as exc:  # an unclosed quote runs to the end of the file
+            what = "header" if line == 1 else "row"
+            raise InputError(f"{where}:{line}", f"malformed CSV {what}: {exc}") from exc
+        if row is None:
+            return
+        if row and not (len(row) == 1 and not row[0].strip()):
+            yield line, [cell.strip() for cell in row]
 
 
 def loads_yaml(text: str, where: str) -> Any:

@@ -59,6 +59,7 @@ from importlib import resources
 from pathlib import Path
 
 from cotenant.errors import InputError, UnknownNameError
+from cotenant.model.documents import csv_records
 from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigProfile
 from cotenant.perf.measured import MEASURED, MeasuredTable
@@ -271,11 +272,8 @@ def load_csv(path: str | Path) -> ProfileTable:
 
 
 def _parse(lines: Iterable[str], name: str) -> list[ProfilePoint]:
-    reader = csv.reader(lines, strict=True)
-    try:
-        header = [h.strip() for h in next(reader, [])]
-    except csv.Error as exc:
-        raise InputError(f"{name}:1", f"malformed CSV header: {exc}") from exc
+    records = csv_records(lines, name)
+    header = next(records, (1, []))[1]
     expected = ",".join(COLUMNS)
     for col in COLUMNS[:-1]:
         if col not in header:
@@ -285,20 +283,11 @@ def _parse(lines: Iterable[str], name: str) -> list[ProfilePoint]:
             raise InputError(f"{name}:1:{col}", f"unknown or repeated column; expected {expected}")
     points = []
     first: dict[tuple[str, str, str, int], int] = {}
-    while True:
-        start = reader.line_num + 1  # where the next row starts
-        try:
-            row = next(reader, None)
-        except csv.Error as exc:  # an unclosed quote runs to the end of the file
-            raise InputError(f"{name}:{start}", f"malformed CSV row: {exc}") from exc
-        if row is None:
-            break
-        if not any(cell.strip() for cell in row):
-            continue
+    for start, row in records:
         where = f"{name}:{start}"
         if len(row) != len(header):
             raise InputError(where, f"{len(row)} fields; the header has {len(header)}")
-        point = _point(dict(zip(header, (c.strip() for c in row), strict=True)), where)
+        point = _point(dict(zip(header, row, strict=True)), where)
         key = (point.model, point.gpu, point.profile, point.batch)
         if key in first:
             raise InputError(where, f"{point.model} on {point.gpu} {point.profile} at batch "

@@ -8,7 +8,6 @@ are matched by header name, never by position.
 
 from __future__ import annotations
 
-import csv
 import gzip
 import re
 import tarfile
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from cotenant.errors import InputError
+from cotenant.model.documents import csv_records
 
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 """One line and its ending, whichever of LF, CRLF and CR it is."""
@@ -88,38 +88,24 @@ class CsvRows:
             except (tarfile.TarError, EOFError, zlib.error) as exc:
                 why = str(exc) or "it ends early"
                 raise InputError(str(self.path), f"not a readable tar archive: {why}") from exc
-            reader = csv.reader(self._lines(handle), strict=True)
-            header = self._header(reader)
+            records = csv_records(self._lines(handle), self.name)
+            header = self._header(next(records, (1, []))[1])
             rows = 0
-            while True:
-                line = reader.line_num + 1  # where the next row starts
-                try:
-                    row = next(reader, None)
-                except csv.Error as exc:  # an unclosed quote runs to the end of the file
-                    raise InputError(f"{self.name}:{line}", f"malformed CSV row: {exc}") from exc
-                if row is None:
-                    break
-                if not row or (len(row) == 1 and not row[0].strip()):
-                    continue
+            for line, row in records:
                 if len(row) != len(header):
                     raise InputError(
                         f"{self.name}:{line}",
                         f"malformed row: {len(row)} fields, header has {len(header)}",
                     )
                 rows += 1
-                yield line, dict(zip(header, (v.strip() for v in row), strict=True))
+                yield line, dict(zip(header, row, strict=True))
             if rows == 0:
                 raise InputError(f"{self.name}:2", "no data rows after the header")
 
-    def _header(self, reader: Iterator[list[str]]) -> list[str]:
+    def _header(self, header: list[str]) -> list[str]:
         """The header row, checked: not empty, no column twice, every required column."""
-        try:
-            header = next(reader, None)
-        except csv.Error as exc:
-            raise InputError(f"{self.name}:1", f"malformed CSV header: {exc}") from exc
-        if header is None or not any(h.strip() for h in header):
+        if not any(header):
             raise InputError(f"{self.name}:1", "file is empty; expected a CSV header")
-        header = [h.strip() for h in header]
         twice = sorted({h for h in header if header.count(h) > 1})
         if twice:
             raise InputError(f"{self.name}:1", f"column {', '.join(map(repr, twice))} appears "
