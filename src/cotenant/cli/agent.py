@@ -6,16 +6,12 @@ token from ``--token-file`` (default ``<state-dir>/token``, created by ``run`` w
 
 from __future__ import annotations
 
-import http.client
 import json
-import secrets
 import signal
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 from urllib.parse import quote
 
 import typer
@@ -28,10 +24,16 @@ from cotenant.agent.latency import SCRAPE_INTERVAL_S
 from cotenant.agent.service import AgentService
 from cotenant.agent.share import SHARE_POLICIES
 from cotenant.agent.spec import WorkloadSpec
+from cotenant.cli.agent_inputs import (
+    call_agent,
+    ensure_token,
+    parse_listen,
+    read_token,
+    share_policy_of,
+)
 from cotenant.cli.checks import finite, out_dir
-from cotenant.errors import CotenantError, InputError, UnknownNameError
+from cotenant.errors import InputError, UnknownNameError
 from cotenant.model.documents import loads_json
-from cotenant.policies.colocation.contract import SharePolicy, check_share_pct
 from cotenant.report.tables import fitted_tables
 
 app = typer.Typer(help="The node agent: MPS, MIG, workloads, metrics.", no_args_is_help=True)
@@ -43,34 +45,6 @@ TokenFile = Annotated[
     Path | None, typer.Option(help="file holding the API bearer token [<state-dir>/token]")
 ]
 Url = Annotated[str, typer.Option(help="the agent's API")]
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if (not sep or not host or not (port.isascii() and port.isdigit())
-            or not 0 <= int(port) <= 65535):
-        raise InputError("--listen", f"{text!r} is not HOST:PORT", hint="e.g. 127.0.0.1:8470")
-    return host, int(port)
-
-
-def read_token(path: Path) -> str:
-    try:
-        token = path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise InputError(str(path), f"cannot read the token: {exc.strerror}",
-                         hint="pass --token-file, or start `cotenant agent run` first") from exc
-    if not token:
-        raise InputError(str(path), "token file is empty")
-    return token
-
-
-def ensure_token(path: Path) -> str:
-    """The token in ``path``, created (random, mode 0600) when the file does not exist."""
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_urlsafe(32) + "\n", encoding="utf-8")
-    return read_token(path)
 
 
 @app.command()
@@ -189,30 +163,6 @@ def run(
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # Ctrl-C; systemd stops with SIGTERM
 
 
-def share_policy_of(
-    name: str, online_share: int | None, min_online_share: int | None
-) -> SharePolicy:
-    """The share policy ``agent run`` drives: ``--online-share`` goes to the static policy,
-    ``--min-online-share`` to the dynamic one (a plugin, ``module:attr``, takes neither)."""
-    builtin = SHARE_POLICIES.canonical(name) if ":" not in name else None
-    kwargs: dict[str, object] = {}
-    if online_share is not None:
-        if builtin != "static":
-            raise InputError("--online-share", f"is a setting of the static share policy, not "
-                             f"{name!r}", hint="use --share-policy static")
-        kwargs["online_pct"] = check_share_pct(online_share, "--online-share")
-    if min_online_share is not None:
-        if builtin != "dynamic":
-            raise InputError("--min-online-share", f"is a setting of the dynamic share "
-                             f"policy, not {name!r}", hint="use --share-policy dynamic")
-        kwargs["min_share"] = check_share_pct(min_online_share, "--min-online-share")
-    policy = SHARE_POLICIES.create(name, **kwargs)
-    if not callable(getattr(policy, "online_share", None)):  # a plugin that is something else
-        raise InputError("--share-policy", f"{name!r} made a {type(policy).__name__}, which has "
-                         "no online_share(observation) method")
-    return policy
-
-
 class StopRequest:
     """The handler for :data:`STOP_SIGNALS`: the first asks the agent to stop once its tick
     is done (a tick cut anywhere could leave a workload started but not recorded, so never
@@ -234,31 +184,6 @@ class StopRequest:
             time.sleep(min(left, 0.1))
 
 
-def _call(url: str, token: str, method: str, path: str, body: object = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    try:
-        request = urllib.request.Request(url.rstrip("/") + path, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {token}")
-        request.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        try:
-            reply = json.loads(exc.read())
-            message = reply.get("error", exc.reason) if isinstance(reply, dict) else exc.reason
-        except ValueError:
-            message = exc.reason
-        finally:
-            exc.close()
-        raise CotenantError(f"agent at {url}: HTTP {exc.code}: {message}") from exc
-    except (urllib.error.URLError, OSError) as exc:
-        raise CotenantError(f"cannot reach the agent at {url}: {exc}",
-                            hint="is `cotenant agent run` running? check --url") from exc
-    except (ValueError, http.client.HTTPException) as exc:  # a URL urllib refuses (a port
-        # that is not a number), or a reply that is not JSON
-        raise InputError(f"--url {url}", f"{exc!s:.120}") from exc
-
-
 @app.command()
 def status(
     url: Url = DEFAULT_URL,
@@ -268,8 +193,8 @@ def status(
 ) -> None:
     """GPUs and workloads of a running agent."""
     token = read_token(token_file or state_dir / "token")
-    gpus = _call(url, token, "GET", "/v1/gpus")
-    workloads = _call(url, token, "GET", "/v1/workloads")
+    gpus = call_agent(url, token, "GET", "/v1/gpus")
+    workloads = call_agent(url, token, "GET", "/v1/workloads")
     if json_out:
         typer.echo(json.dumps({"gpus": gpus, "workloads": workloads}, indent=2))
         return
@@ -311,7 +236,7 @@ def submit(
     data = loads_json(raw, spec_path.name)
     spec = WorkloadSpec.from_dict(data, spec_path.name)
     token = read_token(token_file or state_dir / "token")
-    record = _call(url, token, "POST", "/v1/workloads", spec.to_dict())
+    record = call_agent(url, token, "POST", "/v1/workloads", spec.to_dict())
     typer.echo(f"{record['name']}: {record['status']}")
 
 
@@ -324,7 +249,7 @@ def stop(
 ) -> None:
     """Stop a workload (SIGTERM; it is not restarted)."""
     token = read_token(token_file or state_dir / "token")
-    record = _call(url, token, "DELETE", f"/v1/workloads/{quote(name, safe='')}")
+    record = call_agent(url, token, "DELETE", f"/v1/workloads/{quote(name, safe='')}")
     typer.echo(f"{record['name']}: {record['status']}")
 
 
@@ -340,7 +265,7 @@ def report(
     """Report an online service's measured p99 to the compute guard (a sidecar calls this,
     or POSTs to /v1/workloads/NAME/p99, every few seconds)."""
     token = read_token(token_file or state_dir / "token")
-    reply = _call(url, token, "POST", f"/v1/workloads/{quote(name, safe='')}/p99",
+    reply = call_agent(url, token, "POST", f"/v1/workloads/{quote(name, safe='')}/p99",
                   {"p99_ms": p99_ms})
     typer.echo(f"{reply['workload']}: GPU {reply['gpu']}, online share "
                f"{reply['online_share_pct'] if reply['online_share_pct'] is not None else '-'} %")

@@ -19,7 +19,8 @@ import yaml
 from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import FakeNode
 from cotenant.agent.service import AgentService
-from cotenant.cli.agent import StopRequest, share_policy_of
+from cotenant.cli.agent import StopRequest
+from cotenant.cli.agent_inputs import share_policy_of
 from cotenant.policies.colocation.contract import OnlineObservation
 from cotenant.policies.colocation.share import FixedShare
 
