@@ -11,6 +11,9 @@
 * ``frontier``: the real run's workload, MuxFlow and every setting of the static baselines
   (online share, admitted peak load or another quantile of it, memory limit): offline
   throughput against SLO violations.
+* ``knobs``: MuxFlow on the real run's workload as its share policy's knobs vary (hysteresis
+  step, SLO margin, floor under the online share): how much offline work they buy, and at
+  what violations.
 * ``sweep``: the real run with the duty cycles scaled by 1-4x (a busier online fleet).
 * ``restart``: the real run as the offline start-up time (paid on placement and on every MPS
   share change) goes from 0 to 60 s, and with shares changed in place (30 s starts only).
@@ -24,6 +27,7 @@
     .venv/bin/python benchmarks/colocation.py --only frontier [--load-scale 3] \
         [--admit-quantiles 1 0.99 0.9] [--admit-from-history]
     .venv/bin/python benchmarks/colocation.py --only admission   # foresight vs history
+    .venv/bin/python benchmarks/colocation.py --only knobs   # MuxFlow's share knobs
     .venv/bin/python benchmarks/colocation.py --only sweep
     .venv/bin/python benchmarks/colocation.py --only restart   # offline start-up time
     .venv/bin/python benchmarks/colocation.py --only seeds --seeds 5
@@ -32,6 +36,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -249,6 +254,21 @@ def admission(seed: int) -> dict[str, object]:
             "wall_s": round(time.perf_counter() - t0, 1)}
 
 
+def knobs(seed: int) -> list[dict[str, object]]:
+    """MuxFlow on the real run as its share policy's step, margin and floor vary."""
+    work = _real_workload(seed)
+    rows = []
+    for step, margin, floor in itertools.product((10, 30, 60), (0.0, 0.05), (1, 10)):
+        share = DynamicShare(step=step, margin=margin, min_share=floor)
+        s = run_colocation(work, COLOCATION.create("muxflow", share=share), seed).summary()
+        rows.append({
+            "step": step, "margin": margin, "min_online_share": floor,
+            **{k: s[k] for k in ("utilisation_pct", "slo_violation_pct", "offline_throughput",
+                                 "share_changes", "throttles")},
+        })
+    return rows
+
+
 def sweep(seed: int) -> list[dict[str, object]]:
     rows = []
     for k in (1.0, 2.0, 3.0, 4.0):
@@ -312,8 +332,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--only",
-        choices=("real", "scale", "sensitivity", "frontier", "admission", "sweep", "restart",
-                 "seeds"),
+        choices=("real", "scale", "sensitivity", "frontier", "admission", "knobs", "sweep",
+                 "restart", "seeds"),
     )
     parser.add_argument("--seeds", type=int, default=5, help="--only seeds: how many")
     parser.add_argument("--seed", type=int, default=42)
@@ -347,6 +367,8 @@ def main() -> None:
                                        tuple(args.admit_quantiles), args.admit_from_history)
     if args.only == "admission":
         out["admission"] = admission(args.seed)
+    if args.only == "knobs":
+        out["knobs"] = knobs(args.seed)
     if args.only == "sweep":
         out["sweep"] = sweep(args.seed)
     if args.only == "restart":
