@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import socket
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -50,6 +51,8 @@ class AgentServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], service: AgentService, token: str) -> None:
         if not token:
             raise InputError("API token", "must not be empty")
+        if ":" in address[0]:  # an IPv6 address such as ::1
+            self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
         self.service = service
         self.token = token.encode()

@@ -130,8 +130,9 @@ def run(
     previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
     count = 0
     try:
+        shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
         typer.echo(f"cotenant agent: {backend} backend, {len(node.gpus())} GPUs, API on "
-                   f"http://{host}:{server.server_address[1]} (token in "
+                   f"http://{shown}:{server.server_address[1]} (token in "
                    f"{token_file or state_dir / 'token'}), state in {state_dir}")
         if backend == "nvml":
             typer.echo("cotenant agent: workload processes found by "

@@ -18,10 +18,16 @@ from cotenant.policies.colocation.contract import SharePolicy, check_share_pct
 
 
 def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` as (host, port); an IPv6 host goes in brackets, ``[::1]:8470``."""
     host, sep, port = text.rpartition(":")
     if (not sep or not host or not (port.isascii() and port.isdigit())
             or not 0 <= int(port) <= 65535):
         raise InputError("--listen", f"{text!r} is not HOST:PORT", hint="e.g. 127.0.0.1:8470")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise InputError("--listen", f"{text!r}: an IPv6 host goes in brackets",
+                         hint="e.g. [::1]:8470")
     return host, int(port)
 
 

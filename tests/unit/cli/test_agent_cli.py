@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -20,7 +21,8 @@ from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import FakeNode
 from cotenant.agent.service import AgentService
 from cotenant.cli.agent import StopRequest
-from cotenant.cli.agent_inputs import share_policy_of
+from cotenant.cli.agent_inputs import parse_listen, share_policy_of
+from cotenant.errors import InputError
 from cotenant.policies.colocation.contract import OnlineObservation
 from cotenant.policies.colocation.share import FixedShare
 
@@ -91,6 +93,26 @@ def test_bad_input_is_one_line_exit_2(
     assert code == 2
     assert out == ""
     assert needle in assert_one_error_line(err)
+
+
+def test_listen_takes_an_ipv6_host_in_brackets() -> None:
+    assert parse_listen("[::1]:8470") == ("::1", 8470)
+    assert parse_listen("0.0.0.0:0") == ("0.0.0.0", 0)
+    with pytest.raises(InputError, match="an IPv6 host goes in brackets"):
+        parse_listen("::1:8470")
+
+
+@pytest.mark.skipif(not socket.has_ipv6, reason="no IPv6 on this host")
+def test_the_agent_listens_on_ipv6(capsys: Capsys, tmp_path: Path) -> None:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("::1 cannot be bound here")
+    code, out, _ = run(capsys, "agent", "run", "--backend", "fake", "--state-dir", str(tmp_path),
+                       "--listen", "[::1]:0", "--interval", "0.01", "--ticks", "2")
+    assert code == 0
+    assert "API on http://[::1]:" in out
 
 
 def test_a_state_dir_that_is_a_file_or_a_foreign_database(
