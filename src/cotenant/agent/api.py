@@ -32,6 +32,8 @@ from cotenant.errors import CotenantError, InputError
 from cotenant.model.documents import loads_json
 
 MAX_BODY = 64 * 1024
+CLIENT_TIMEOUT_S = 10.0
+ROUTES = ("/v1/workloads", "/v1/gpus", "/metrics")
 _PREFIX = "/v1/workloads/"
 
 
@@ -47,6 +49,7 @@ class AgentServer(ThreadingHTTPServer):
     """The HTTP server; ``service`` and ``token`` are read by the handler."""
 
     daemon_threads = True
+    request_queue_size = 128  # a burst of pushed p99 reports must not be refused (default 5)
 
     def __init__(self, address: tuple[str, int], service: AgentService, token: str) -> None:
         if not token:
@@ -60,9 +63,26 @@ class AgentServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server: AgentServer
+    timeout = CLIENT_TIMEOUT_S  # a client that stalls mid-request is dropped, its thread freed
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the agent's own event log records what matters."""
+
+    def handle(self) -> None:
+        """Serve the connection; a client that went away (or stalled past the timeout) ends
+        it quietly rather than with a traceback in the log."""
+        try:
+            super().handle()
+        except (ConnectionError, TimeoutError):
+            self.close_connection = True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None
+                   ) -> None:
+        """The standard library's own errors (a bad request line, an unknown method, headers
+        too long), as one-line JSON like every other error."""
+        phrase = message or HTTPStatus(code).phrase
+        self.close_connection = True
+        self._error(code, phrase)
 
     def _send(self, code: int, body: bytes, content_type: str = "application/json") -> None:
         self.send_response(code)
@@ -80,6 +100,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(code, {"error": message.replace("\n", " ")})
 
     def _authorised(self) -> bool:
+        if len(self.headers.get_all("Authorization", [])) > 1:
+            self._error(HTTPStatus.BAD_REQUEST, "Authorization header given more than once")
+            return False
         header = self.headers.get("Authorization", "")
         scheme, _, given = header.partition(" ")
         ok = scheme.lower() == "bearer" and hmac.compare_digest(
@@ -102,32 +125,44 @@ class _Handler(BaseHTTPRequestHandler):
             elif method == "POST" and path == "/v1/workloads":
                 self._json(HTTPStatus.CREATED, service.submit(self._body()))
             elif method == "POST" and (reporter := _p99_name(path)) is not None:
-                self._json(HTTPStatus.OK, service.report_p99(unquote(reporter), self._body()))
+                name = unquote(reporter)
+                if not service.exists(name):
+                    self._error(HTTPStatus.NOT_FOUND, f"no workload {name[:100]!r}")
+                else:
+                    self._json(HTTPStatus.OK, service.report_p99(name, self._body()))
             elif method == "DELETE" and path.startswith(_PREFIX):
                 name = unquote(path.removeprefix(_PREFIX))
                 if not service.exists(name):
-                    self._error(HTTPStatus.NOT_FOUND, f"no workload {name!r}")
+                    self._error(HTTPStatus.NOT_FOUND, f"no workload {name[:100]!r}")
                 else:
                     self._json(HTTPStatus.OK, service.stop(name))
+            elif path in ROUTES or path.startswith(_PREFIX):
+                self._error(HTTPStatus.METHOD_NOT_ALLOWED, f"{method} is not a method of {path}")
             else:
-                self._error(HTTPStatus.NOT_FOUND, f"no route {method} {path}")
+                self._error(HTTPStatus.NOT_FOUND, f"no route {method} {path[:100]}")
         except InputError as exc:
             self._error(HTTPStatus.BAD_REQUEST, exc.one_line())
         except CotenantError as exc:
             self._error(HTTPStatus.SERVICE_UNAVAILABLE, exc.one_line())
+        except (ConnectionError, TimeoutError):
+            raise  # the client went away: nothing to answer (handle() ends it quietly)
         except Exception as exc:  # a bug: answer in one line rather than drop the connection
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR,
                         f"internal error ({type(exc).__name__}); see the agent's log")
             raise
 
     def _body(self) -> object:
-        try:
-            length = int(self.headers.get("Content-Length", "0"))
-        except ValueError as exc:
-            raise InputError("request", "Content-Length is not a number") from exc
+        if self.headers.get("Transfer-Encoding") is not None:
+            raise InputError("request", "a chunked body is not read; send Content-Length")
+        given = self.headers.get_all("Content-Length", [])
+        if len(given) != 1 or not (given[0].isascii() and given[0].isdigit()):
+            raise InputError("request", "needs one Content-Length, a number of bytes")
+        length = int(given[0])
         if not 0 < length <= MAX_BODY:
             raise InputError("request body", f"must be 1-{MAX_BODY} bytes of JSON")
         raw = self.rfile.read(length)
+        if len(raw) != length:  # the client stopped sending: do not act on part of a body
+            raise InputError("request body", f"{len(raw)} of the {length} bytes announced")
         return loads_json(raw, "request body")
 
     def do_GET(self) -> None:
@@ -141,3 +176,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:
         self._dispatch("PUT")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")

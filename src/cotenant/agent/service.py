@@ -151,6 +151,7 @@ class AgentService:
     def submit(self, data: object) -> dict[str, Any]:
         spec = WorkloadSpec.from_dict(data)
         with self._lock:
+            self.share.check(spec)
             return self.supervisor.submit(spec, self.clock()).to_dict()
 
     def report_p99(self, name: str, data: object) -> dict[str, Any]:

@@ -46,10 +46,10 @@ from collections import deque
 from collections.abc import Callable
 
 from cotenant.agent.backends.base import DeviceInventory, GpuInfo
-from cotenant.agent.spec import Role
+from cotenant.agent.spec import Role, WorkloadSpec
 from cotenant.agent.state import Status, WorkloadRecord
 from cotenant.agent.supervisor import NODE, Supervisor
-from cotenant.errors import CotenantError, check_seconds
+from cotenant.errors import CotenantError, InputError, check_seconds
 from cotenant.policies.colocation.contract import (
     MAX_SHARE_PCT,
     MIN_SHARE_PCT,
@@ -107,6 +107,20 @@ class ShareController:
         self._errors: dict[int, str] = {}
         """Per GPU, the policy error last logged (logged again only when it changes)."""
         self._last_now = -math.inf
+
+    def check(self, spec: WorkloadSpec) -> None:
+        """An error unless the policy can judge online service ``spec`` (say, it knows its
+        model): one it could not would be left out of every decision, and its GPU's offline
+        co-runner would keep the SMs the service needs."""
+        if spec.role is not Role.ONLINE:
+            return
+        probe = OnlineObservation(spec.model or spec.name, 0.0, spec.slo_ms)
+        try:
+            check_share_pct(self.policy.online_share(probe), "share policy result")
+        except CotenantError as exc:
+            raise InputError(f"workload {spec.name!r}.model", f"the share policy cannot judge "
+                             f"{probe.model!r}: {exc.one_line()}",
+                             hint="name a model the policy knows in \"model\"") from exc
 
     def tick(self, now: float) -> None:
         store = self.supervisor.store

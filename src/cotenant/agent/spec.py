@@ -22,12 +22,13 @@ from cotenant.agent.backends.commands import check_argv, check_encodable
 from cotenant.errors import InputError
 from cotenant.policies.colocation.contract import check_share_pct
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 _KEYS = {"name", "argv", "role", "gpu", "sm_share", "mem_limit_mib", "env", "model", "slo_ms",
          "latency_metric"}
 _RESERVED_ENV = ("CUDA_MPS_", "CUDA_VISIBLE_DEVICES")
 _METRIC_KEYS = {"url", "histogram", "unit", "labels"}
-_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 UNIT_MS = {"s": 1000.0, "ms": 1.0, "us": 0.001}
 """Milliseconds per unit of a latency histogram's bucket bounds."""
 
@@ -59,7 +60,7 @@ class LatencyMetric:
         if not isinstance(url, str) or not _http_url(url):
             raise InputError(f"{where}.url", f"must be an http(s) URL, got {url!r:.60}",
                              hint="e.g. http://127.0.0.1:8000/metrics")
-        if not isinstance(histogram, str) or not _METRIC_NAME.match(histogram):
+        if not isinstance(histogram, str) or not _METRIC_NAME.fullmatch(histogram):
             raise InputError(f"{where}.histogram",
                              f"must be a Prometheus metric name, got {histogram!r:.60}")
         unit = data.get("unit", "s")
@@ -69,6 +70,9 @@ class LatencyMetric:
         if not isinstance(labels, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
             raise InputError(f"{where}.labels", "must be an object of strings")
+        bad = next((k for k in labels if not _LABEL_NAME.fullmatch(k)), None)
+        if bad is not None:
+            raise InputError(f"{where}.labels", f"{bad!r:.40} is not a Prometheus label name")
         if "le" in labels:
             raise InputError(f"{where}.labels.le", "is the bucket bound; the agent reads them all")
         return LatencyMetric(url, histogram, str(unit), tuple(sorted(labels.items())))
@@ -106,8 +110,8 @@ class WorkloadSpec:
             if key not in data:
                 raise InputError(f"{where}.{key}", "is required")
         name = data["name"]
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise InputError(f"{where}.name", f"{name!r} must match {_NAME.pattern}")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):  # match() allows a "\n"
+            raise InputError(f"{where}.name", f"{name!r:.80} must match {_NAME.pattern}")
         argv = tuple(check_argv(data["argv"], f"{where}.argv"))
         try:
             role = Role(data["role"])

@@ -138,6 +138,16 @@ class StateStore:
             row = self._db.execute("SELECT * FROM workloads WHERE name = ?", (name,)).fetchone()
         return None if row is None else _record(row)
 
+    def count_active(self) -> int:
+        """Workloads not yet in a final state."""
+        final = tuple(s.value for s in Status if s.final)
+        marks = ",".join("?" * len(final))
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT COUNT(*) FROM workloads WHERE status NOT IN ({marks})", final
+            ).fetchone()
+        return int(row[0])
+
     def all(self) -> list[WorkloadRecord]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM workloads ORDER BY name").fetchall()

@@ -52,6 +52,10 @@ NODE = "node"  # the events table's workload name for node-level events
 _GRACEFUL = {signal.SIGINT, signal.SIGTERM}
 
 
+MAX_ACTIVE = 256
+"""Workloads an agent runs or keeps pending at once: far more than a node's GPUs can share,
+and few enough that every tick (which reads them all) stays fast."""
+
 class Supervisor:
     """Reconciles the workloads in ``store`` with the processes on ``backend``."""
 
@@ -89,6 +93,11 @@ class Supervisor:
         if spec.gpu >= len(gpus):
             raise InputError(f"workload {spec.name!r}.gpu",
                              f"no GPU {spec.gpu}; this node has 0-{len(gpus) - 1}")
+        active = self.store.count_active()
+        existing = self.store.get(spec.name)
+        if active >= MAX_ACTIVE and (existing is None or existing.status.final):
+            raise InputError(f"workload {spec.name!r}", f"this agent already runs {active} "
+                             f"workloads, its limit", hint="stop some first")
         total = gpus[spec.gpu].memory_total_mib
         if spec.mem_limit_mib is not None and spec.mem_limit_mib > total:
             raise InputError(f"workload {spec.name!r}.mem_limit_mib",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -11,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from cotenant.agent import supervisor
 from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import FakeNode, ManualClock
 from cotenant.agent.service import AgentService
-from cotenant.policies.colocation.share import FixedShare
+from cotenant.errors import InputError
+from cotenant.policies.colocation.share import DynamicShare, FixedShare
 
 from .harness import OFFLINE, ONLINE
 
@@ -134,7 +137,6 @@ def test_p99_reports_reach_the_guard(client: Client) -> None:
     assert 'cotenant_gpu_online_sm_share_percent{gpu="0"} 70.0' in text  # no restart
     for path, payload, needle in [
         ("/v1/workloads/train/p99", {"p99_ms": 1.0}, "only a running online workload"),
-        ("/v1/workloads/ghost/p99", {"p99_ms": 1.0}, "no such workload"),
         ("/v1/workloads/web/p99", {"p99": 1.0}, 'body must be {"p99_ms": <number>}'),
         ("/v1/workloads/web/p99", {"p99_ms": "fast"}, "must be a number"),
         ("/v1/workloads/web/p99", {"p99_ms": 10**400}, "must be a finite number"),
@@ -146,8 +148,11 @@ def test_p99_reports_reach_the_guard(client: Client) -> None:
                              + b"}")
     assert code == 400  # too many digits for Python's int conversion: still one line
     assert "not valid JSON" in json.loads(body)["error"]
+    code, body = client.call("POST", "/v1/workloads/ghost/p99", {"p99_ms": 1.0})
+    assert code == 404  # like DELETE of a workload that does not exist
+    assert "no workload 'ghost'" in json.loads(body)["error"]
     code, body = client.call("POST", "/v1/workloads/p99", {"p99_ms": 1.0})
-    assert code == 404  # not a report for a workload named "p99"
+    assert code == 405  # not a report for a workload named "p99"
 
 
 @pytest.mark.parametrize(
@@ -192,3 +197,84 @@ def test_invalid_json_is_400(client: Client) -> None:
     code, payload = client.call("POST", "/v1/workloads", raw=b"{not json")
     assert code == 400
     assert "not valid JSON" in json.loads(payload)["error"]
+
+
+def _raw(client: Client, request: bytes, *, close_write: bool = True) -> bytes:
+    """Send ``request`` as bytes on a new connection; the whole reply."""
+    host, port = client.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(request)
+        if close_write:
+            conn.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_a_body_shorter_than_announced_is_refused_not_acted_on(client: Client) -> None:
+    body = json.dumps(OFFLINE).encode()
+    reply = _raw(client, b"POST /v1/workloads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                 + TOKEN.encode() + b"\r\nContent-Length: " + str(len(body) + 500).encode()
+                 + b"\r\n\r\n" + body)
+    assert reply.startswith(b"HTTP/1.0 400")
+    assert b"of the" in reply
+    assert client.service.workloads() == []
+
+
+@pytest.mark.parametrize(
+    ("request_head", "status", "needle"),
+    [
+        (b"PATCH /v1/workloads HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\n",
+         b"405", b"PATCH is not a method of /v1/workloads"),
+        (b"FROB /v1/workloads HTTP/1.1\r\n", b"501", b"Unsupported method"),
+        (b"GET /v1/gpus HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode()
+         + b"\r\nAuthorization: Bearer x\r\n", b"400", b"more than once"),
+        (b"POST /v1/workloads HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode()
+         + b"\r\nContent-Length: +5\r\n", b"400", b"needs one Content-Length"),
+    ],
+)
+def test_odd_requests_get_one_line_json(
+    client: Client, request_head: bytes, status: bytes, needle: bytes
+) -> None:
+    reply = _raw(client, request_head + b"\r\n")
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == status
+    assert b"application/json" in head
+    assert needle in json.loads(body)["error"].encode()
+
+
+def test_names_and_labels_are_matched_whole(client: Client) -> None:
+    code, body = client.call("POST", "/v1/workloads", {**OFFLINE, "name": "web\n"})
+    assert code == 400
+    assert "must match" in json.loads(body)["error"]
+    metric = {"url": "http://127.0.0.1:1/metrics", "histogram": "lat", "labels": {"1bad": "x"}}
+    code, body = client.call("POST", "/v1/workloads", {**ONLINE, "latency_metric": metric})
+    assert code == 400
+    assert "'1bad' is not a Prometheus label name" in json.loads(body)["error"]
+
+
+def test_an_online_model_the_share_policy_cannot_judge_is_refused(tmp_path: Path) -> None:
+    node = FakeNode.build("A100-40GB", 1, ManualClock(0.0))
+    service = AgentService(node, tmp_path, DynamicShare(), clock=ManualClock(0.0))
+    try:
+        with pytest.raises(InputError, match="the share policy cannot judge 'resnet-50'"):
+            service.submit({**ONLINE, "model": "resnet-50"})
+        assert service.submit(ONLINE)["status"] == "pending"  # resnet50 it knows
+        assert service.submit(OFFLINE)["status"] == "pending"  # offline: no model needed
+    finally:
+        service.close()
+
+
+def test_an_agent_runs_at_most_max_active_workloads(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(supervisor, "MAX_ACTIVE", 2)
+    for i in range(2):
+        assert client.call("POST", "/v1/workloads", {**OFFLINE, "name": f"t{i}"})[0] == 201
+    code, body = client.call("POST", "/v1/workloads", {**OFFLINE, "name": "t2"})
+    assert code == 400
+    assert "already runs 2 workloads, its limit" in json.loads(body)["error"]
+    assert client.call("DELETE", "/v1/workloads/t0")[0] == 200
+    client.service.tick()
+    assert client.call("POST", "/v1/workloads", {**OFFLINE, "name": "t2"})[0] == 201

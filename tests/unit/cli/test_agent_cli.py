@@ -198,7 +198,7 @@ def test_submit_status_stop_against_a_live_agent(
     url, token, service = live_agent
     spec = tmp_path / "web.json"
     spec.write_text(json.dumps({"name": "web", "argv": ["fake-workload"], "role": "online",
-                                "gpu": 1}), encoding="utf-8")
+                                "gpu": 1, "model": "resnet50"}), encoding="utf-8")
     assert run(capsys, "agent", "submit", str(spec), "--url", url, "--token-file",
                str(token))[1].strip() == "web: pending"
     code, out, _ = run(capsys, "agent", "status", "--url", url, "--token-file", str(token),
@@ -222,7 +222,7 @@ def test_submit_status_stop_against_a_live_agent(
     assert run(capsys, "agent", "stop", "web", *auth)[1].strip() == "web: stopping"
     code, _, err = run(capsys, "agent", "report", "a b?#", "--p99-ms", "1", *auth)
     assert code == 2  # the name is escaped, so the agent answers for that name
-    assert "p99 report for 'a b?#': no such workload" in assert_one_error_line(err)
+    assert "HTTP 404: no workload 'a b?#'" in assert_one_error_line(err)
     bad = tmp_path / "bad"
     bad.write_text("nope", encoding="utf-8")
     code, _, err = run(capsys, "agent", "status", "--url", "agent.local", "--token-file",
