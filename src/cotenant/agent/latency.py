@@ -255,11 +255,11 @@ class LatencyScraper:
             self._failed(name, target, now, "not finite",
                          f"{metric.url}: a bucket count is not a finite number")
             return None
-        if target.error:
-            target.error = ""
-            self._event(now, name, "latency scrape ok", metric.url)
         if last is None:
             return None  # the first read: a baseline
+        if target.error:  # only now: a page that fails every other read would flap the log
+            target.error = ""
+            self._event(now, name, "latency scrape ok", metric.url)
         requests = counts[-1][1] if counts else 0.0
         if requests < self.min_requests:
             span = target.pending_at - last_at

@@ -177,6 +177,8 @@ def test_scrape_failures_are_logged_once_until_they_clear(tmp_path: Path) -> Non
     scraper.tick(agent.clock())
     agent.clock.advance(1.0)
     pages.error = None
+    scraper.tick(agent.clock())  # a baseline: not yet a window, so not yet "ok"
+    agent.clock.advance(1.0)
     scraper.tick(agent.clock())
     events = [(e.kind, e.detail) for e in agent.store.events("web") if "scrape" in e.kind]
     assert events == [
@@ -186,6 +188,20 @@ def test_scrape_failures_are_logged_once_until_they_clear(tmp_path: Path) -> Non
                                   "string to float: '{{{'"),
         ("latency scrape ok", "http://127.0.0.1:9/metrics"),
     ]
+
+
+def test_a_page_that_fails_every_other_read_is_logged_once(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.submit({**ONLINE, "latency_metric": METRIC})
+    agent.run(0.5)
+    pages = Pages()
+    scraper = LatencyScraper(agent.store, pages, interval_s=1.0, executor=INLINE)
+    for i in range(10):
+        pages.error = ValueError("bad page") if i % 2 == 0 else None
+        scraper.tick(agent.clock())
+        agent.clock.advance(1.0)
+    kinds = [e.kind for e in agent.store.events("web") if "scrape" in e.kind]
+    assert kinds == ["latency scrape failed"]
 
 
 def test_services_without_a_metric_or_not_running_are_not_read(tmp_path: Path) -> None:
