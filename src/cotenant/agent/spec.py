@@ -30,6 +30,7 @@ _METRIC_KEYS = {"url", "histogram", "unit", "labels"}
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 UNIT_MS = {"s": 1000.0, "ms": 1.0, "us": 0.001}
+MIN_SLO_MS, MAX_SLO_MS = 0.001, 3_600_000.0  # a microsecond to an hour
 """Milliseconds per unit of a latency histogram's bucket bounds."""
 
 
@@ -147,7 +148,8 @@ class WorkloadSpec:
 
 
 def _http_url(url: str) -> bool:
-    """An http(s) URL with a host, a valid port if any, and no space or control character."""
+    """An http(s) URL with a host, a valid port if any, no user or password (the agent would
+    store and show them), and no space or control character."""
     if any(c.isspace() or not c.isprintable() for c in url):
         return False
     try:
@@ -155,7 +157,8 @@ def _http_url(url: str) -> bool:
         _ = parts.port  # ValueError when not a number in 0-65535
     except ValueError:
         return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
+    return (parts.scheme in ("http", "https") and bool(parts.hostname)
+            and parts.username is None and parts.password is None)
 
 
 def _env(value: object, where: str) -> tuple[tuple[str, str], ...]:
@@ -166,9 +169,9 @@ def _env(value: object, where: str) -> tuple[tuple[str, str], ...]:
             raise InputError(f"{where}.env", "keys and values must be strings")
         if key.startswith(_RESERVED_ENV):
             raise InputError(f"{where}.env.{key}", "is set by the agent (MPS limits, GPU)")
-        if not key or "=" in key or "\0" in key or "\0" in item:
-            raise InputError(f"{where}.env.{key!r}", "a name must be non-empty without '=' "
-                             "or NUL, and a value without NUL (exec cannot pass them)")
+        if not key or "=" in key or not key.isprintable() or "\0" in item:
+            raise InputError(f"{where}.env.{key!r:.60}", "a name must be non-empty, printable "
+                             "and without '=', and a value without NUL (exec cannot pass them)")
         check_encodable(key, f"{where}.env")
         check_encodable(item, f"{where}.env.{key}")
     return tuple(sorted(value.items()))
@@ -181,13 +184,13 @@ def _text(value: object, where: str) -> str:
 
 
 def _slo(value: object, where: str) -> float:
-    rule = "must be a positive, finite number of milliseconds"
+    rule = f"must be a number of milliseconds in ({MIN_SLO_MS:g}, {MAX_SLO_MS:g}]"
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(where, f"{rule}, got {value!r:.40}")
     try:
         ms = float(value)
     except OverflowError:
         raise InputError(where, rule) from None
-    if not (math.isfinite(ms) and ms > 0):
+    if not (math.isfinite(ms) and MIN_SLO_MS < ms <= MAX_SLO_MS):
         raise InputError(where, f"{rule}, got {ms!r}")
     return ms

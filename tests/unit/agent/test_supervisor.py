@@ -45,6 +45,12 @@ def test_spec_parses_and_round_trips() -> None:
         ({"env": {"A": "\udfff"}}, "env"),
         ({"env": {"\ud800": "1"}}, "env"),
         ({"name": "Bad Name"}, "name"),
+        ({"name": "web\n"}, "name"),
+        ({"env": {"A\nB": "1"}}, "env"),
+        ({"slo_ms": 5e-324}, "slo_ms"),
+        ({"slo_ms": 1e308}, "slo_ms"),
+        ({"role": "online", "latency_metric": {"url": "http://u:p@host/metrics",
+                                               "histogram": "lat"}}, "latency_metric.url"),
         ({"shell": True}, "shell"),
     ],
 )
