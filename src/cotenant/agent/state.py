@@ -37,6 +37,10 @@ CREATE TABLE IF NOT EXISTS events (
 );
 """
 
+KEEP_FINISHED = 500
+"""Finished workloads (stopped, completed, failed) kept in the state; the oldest beyond go when
+a workload is added. Their events stay in the event log."""
+
 
 class Status(enum.Enum):
     PENDING = "pending"  # to be started at next_start
@@ -119,9 +123,16 @@ class StateStore:
                              hint="stop it first, or choose another name")
         record = WorkloadRecord(spec, Status.PENDING, next_start=now, share_pct=spec.sm_share,
                                 since=now)
+        final = tuple(s.value for s in Status if s.final)
+        marks = ",".join("?" * len(final))
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO workloads VALUES (?,?,?,?,?,?,?,?,?,?)",
                              _row(record))
+            # keep the newest finished records only: every tick reads them all
+            self._db.execute(
+                f"DELETE FROM workloads WHERE status IN ({marks}) AND name NOT IN (SELECT name "
+                f"FROM workloads WHERE status IN ({marks}) ORDER BY since DESC, name LIMIT ?)",
+                (*final, *final, KEEP_FINISHED))
         return record
 
     def put(self, record: WorkloadRecord) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from cotenant.agent import state
 from cotenant.agent.backends import FakeNode, ManualClock
 from cotenant.agent.backends.base import ProcessStatus, ProcState, XidEvent
 from cotenant.agent.faults import FaultClass, classify
@@ -212,3 +213,20 @@ def test_mps_manager_per_gpu_dirs_defaults_and_restart(tmp_path: Path) -> None:
     assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == pinned_mem_limit(2048) == "0=2048M"
     with pytest.raises(InputError, match="outside 1-100"):
         mps.client_env(0, 0)
+
+
+def test_only_the_newest_finished_workloads_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(state, "KEEP_FINISHED", 2)
+    store = StateStore(tmp_path / "s.db")
+    try:
+        for i in range(4):
+            record = store.add(WorkloadSpec.from_dict({**OFFLINE, "name": f"j{i}"}), float(i))
+            store.update(record, status=Status.COMPLETED, since=float(i))
+        running = store.add(WorkloadSpec.from_dict({**OFFLINE, "name": "live"}), 10.0)
+        names = {r.spec.name for r in store.all()}
+        assert names == {"j2", "j3", "live"}  # j0, j1: the oldest finished, gone
+        assert running.status is Status.PENDING
+    finally:
+        store.close()
