@@ -234,8 +234,8 @@ def submit(
         raw = spec_path.read_bytes()
     except OSError as exc:
         raise InputError(str(spec_path), f"cannot read: {exc.strerror}") from exc
-    data = loads_json(raw, spec_path.name)
-    spec = WorkloadSpec.from_dict(data, spec_path.name)
+    data = loads_json(raw, str(spec_path))
+    spec = WorkloadSpec.from_dict(data, str(spec_path))
     token = read_token(token_file or state_dir / "token")
     record = call_agent(url, token, "POST", "/v1/workloads", spec.to_dict())
     typer.echo(f"{record['name']}: {record['status']}")

@@ -32,7 +32,7 @@ def _load_yaml(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(str(path), f"cannot read: {exc.strerror}") from exc
-    return loads_yaml(text, path.name)
+    return loads_yaml(text, str(path))
 
 
 def _write_report(out: Path, data: dict[str, Any], planned: Deployment, gpu: str) -> None:
@@ -87,14 +87,14 @@ def mig(
     json_out: Annotated[bool, typer.Option("--json", help="print the plan as JSON")] = False,
 ) -> None:
     """Plan MIG layouts and instance assignments for a ServingPlan spec."""
-    spec = parse_spec(_load_yaml(spec_path), spec_path.name)
+    spec = parse_spec(_load_yaml(spec_path), str(spec_path))
     current = spec.current
     if current_path is not None:
         if current is not None:
-            raise InputError("--current", f"{spec_path.name} has its own current: block",
+            raise InputError("--current", f"{spec_path} has its own current: block",
                              hint="give the deployment running today once: in the spec or "
                              "with --current")
-        current = parse_deployment(_load_yaml(current_path), current_path.name)
+        current = parse_deployment(_load_yaml(current_path), str(current_path))
     if current is not None and current.gpu != spec.gpu:
         raise InputError(
             "--current", f"deployment is on {current.gpu.name}, spec on {spec.gpu.name}"

@@ -34,7 +34,7 @@ class CsvRows:
 
     def __init__(self, path: Path, required: tuple[str, ...]) -> None:
         self.path = path
-        self.name = path.name
+        self.name = str(path)  # as the user gave it, in every message
         self.required = required
 
     def _open(self, stack: ExitStack) -> IO[bytes]:
@@ -51,7 +51,7 @@ class CsvRows:
         raw = archive.extractfile(members[0])
         if raw is None:  # pragma: no cover - isfile() members always extract
             raise InputError(self.name, "cannot read the archive member")
-        self.name = f"{self.path.name}/{members[0].name}"
+        self.name = f"{self.path}/{members[0].name}"
         return stack.enter_context(raw)
 
     def _lines(self, handle: IO[bytes]) -> Iterator[str]:

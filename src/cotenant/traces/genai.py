@@ -223,7 +223,7 @@ def load_duty_cycles(
     start = min(float(t[0]) for t, _ in samples.values())
     end = max(float(t[-1]) for t, _ in samples.values())
     if (end - start) / interval_s >= MAX_GRID_STEPS:
-        raise InputError(path.name, f"timestamps span {end - start:g} s, {MAX_GRID_STEPS:,} or "
+        raise InputError(str(path), f"timestamps span {end - start:g} s, {MAX_GRID_STEPS:,} or "
                          f"more steps of {interval_s} s", hint="timestamps are seconds; check "
                          "for a stray value, or pass a larger --interval")
     grid = start + interval_s * np.arange(int((end - start) // interval_s) + 1, dtype=np.float64)
@@ -283,7 +283,7 @@ def _memory(
     samples, rows_read = _read(path, MEMORY_COLUMNS, _bytes_rule)
     largest = max((float(v.max()) for _, v in samples.values()), default=0.0)
     if 0.0 < largest <= 100.0:
-        raise InputError(path.name, f"the largest memory sample is {largest:g} bytes: this "
+        raise InputError(str(path), f"the largest memory sample is {largest:g} bytes: this "
                          "looks like a duty-cycle file (percent), not memory used in bytes",
                          hint="give pod_gpu_memory_used_bytes_anon.tar.gz")
     peak = np.full(len(names), math.nan)

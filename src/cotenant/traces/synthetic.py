@@ -143,7 +143,7 @@ def load_params(path: str | Path) -> SyntheticParams:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(str(path), f"cannot read parameters: {exc}") from exc
-    return SyntheticParams.from_json(text, path.name)
+    return SyntheticParams.from_json(text, str(path))
 
 
 def generate_pods(params: SyntheticParams, count: int, rng: np.random.Generator) -> list[Pod]:

@@ -307,7 +307,7 @@ def test_a_spec_with_current_and_current_option_is_refused(
                      "gpu: A100-40GB\ngpus:\n" + running)
     code, _, err = run(capsys, "plan", "mig", spec, "--current", current)
     assert code == 2
-    assert "--current: s.yaml has its own current: block" in assert_one_error_line(err)
+    assert f"--current: {spec} has its own current: block" in assert_one_error_line(err)
 
 
 def test_a_profile_table_is_parsed_strictly_and_may_cover_some_profiles(

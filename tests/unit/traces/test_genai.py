@@ -26,10 +26,16 @@ def genai_dir() -> Path:
     return GENAI
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files are named as given, so the tests give them relative to ``tmp_path``."""
+    monkeypatch.chdir(tmp_path)
+
+
 def write(tmp_path: Path, *lines: str, name: str = "duty.csv") -> Path:
     path = tmp_path / name
     path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-    return path
+    return Path(name)  # the working directory is tmp_path
 
 
 def rows(pod: str, points: list[tuple[float, float]]) -> list[str]:

@@ -22,10 +22,16 @@ NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model"
 GOOD_NODE = "n0,64000,262144,2,P100"
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files are named as given, so the tests give them relative to ``tmp_path``."""
+    monkeypatch.chdir(tmp_path)
+
+
 def write(tmp_path: Path, name: str, *lines: str) -> Path:
     path = tmp_path / name
     path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-    return path
+    return Path(name)  # the working directory is tmp_path
 
 
 def pods_error(tmp_path: Path, *rows: str, header: str = POD_HEADER) -> InputError:
@@ -218,13 +224,13 @@ def test_missing_column(tmp_path: Path) -> None:
 
 
 def test_a_utf8_byte_order_mark_is_read(tmp_path: Path) -> None:
-    path = tmp_path / "pods.csv"
+    path = Path("pods.csv")  # in tmp_path, the working directory
     path.write_bytes(("\ufeff" + POD_HEADER + "\n" + GOOD_POD + "\n").encode("utf-8"))
     assert [p.name for p in load_pods(path)] == ["p0"]
 
 
 def test_a_byte_that_is_not_utf8_is_named_at_its_line(tmp_path: Path) -> None:
-    path = tmp_path / "pods.csv"
+    path = Path("pods.csv")  # in tmp_path, the working directory
     rows = [POD_HEADER, *(GOOD_POD.replace("p0", f"p{i}") for i in range(2000))]
     text = "\n".join(rows).encode("utf-8") + b"\npX\xff,1000,2048,1,500,,LS,Running,0,1,0\n"
     path.write_bytes(text)  # the bad byte lies past the first read buffer
@@ -242,7 +248,7 @@ def test_an_unclosed_quote_is_named_where_its_row_starts(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("ending", ["\r\n", "\r"])
 def test_crlf_and_cr_line_endings_keep_line_numbers(tmp_path: Path, ending: str) -> None:
-    path = tmp_path / "pods.csv"
+    path = Path("pods.csv")  # in tmp_path, the working directory
     bad = "p2,lots,2048,1,500,,LS,Running,0,1,0"
     path.write_bytes(ending.join([POD_HEADER, GOOD_POD, GOOD_POD.replace("p0", "p1"), bad, ""])
                      .encode("utf-8"))
@@ -267,7 +273,7 @@ def test_a_named_pipe_is_refused_rather_than_waited_on(tmp_path: Path) -> None:
 
 
 def test_empty_file(tmp_path: Path) -> None:
-    path = tmp_path / "pods.csv"
+    path = Path("pods.csv")  # in tmp_path, the working directory
     path.write_bytes(b"")
     with pytest.raises(InputError) as info:
         load_pods(path)
@@ -366,7 +372,7 @@ def test_node_negative_memory(tmp_path: Path) -> None:
 
 
 def test_node_list_empty_and_header_only(tmp_path: Path) -> None:
-    empty = tmp_path / "empty.csv"
+    empty = Path("empty.csv")  # in tmp_path, the working directory
     empty.write_bytes(b"")
     with pytest.raises(InputError, match=r"^empty\.csv:1: file is empty"):
         load_nodes(empty)
