@@ -35,8 +35,20 @@ CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, workload TEXT NOT NULL,
     kind TEXT NOT NULL, fault TEXT, detail TEXT NOT NULL DEFAULT ''
 );
+CREATE TABLE IF NOT EXISTS fault_counts (
+    workload TEXT NOT NULL, fault TEXT NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (workload, fault)
+);
+"""
+_COUNT_EXITS = """
+INSERT OR IGNORE INTO fault_counts (workload, fault, n)
+SELECT workload, fault, COUNT(*) FROM events WHERE kind = 'exit' AND fault IS NOT NULL
+GROUP BY workload, fault
 """
 
+KEEP_EVENTS = 100_000
+"""Rows the event log keeps (the newest); older ones go every :data:`PRUNE_EVERY` events."""
+PRUNE_EVERY = 1_000
 KEEP_FINISHED = 500
 """Finished workloads (stopped, completed, failed) kept in the state; the oldest beyond go when
 a workload is added. Their events stay in the event log."""
@@ -101,7 +113,11 @@ class StateStore:
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            counted = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                       "name = 'fault_counts'").fetchone() is not None
             self._db.executescript(_SCHEMA)
+            if not counted:  # a state from before the counts had their own table
+                self._db.execute(_COUNT_EXITS)
         except sqlite3.DatabaseError as exc:  # not SQLite, or a schema of something else
             self._db.close()
             raise InputError(str(path), f"is not the agent's state database ({exc})",
@@ -167,10 +183,17 @@ class StateStore:
     def event(self, now: float, workload: str, kind: str, fault: str | None = None,
               detail: str = "") -> None:
         with self._lock:
-            self._db.execute(
+            row = self._db.execute(
                 "INSERT INTO events (time, workload, kind, fault, detail) VALUES (?,?,?,?,?)",
                 (now, workload, kind, fault, detail),
             )
+            if kind == "exit" and fault is not None:
+                self._db.execute(
+                    "INSERT INTO fault_counts VALUES (?, ?, 1) ON CONFLICT (workload, fault) "
+                    "DO UPDATE SET n = n + 1", (workload, fault))
+            last = row.lastrowid or 0
+            if last % PRUNE_EVERY == 0:  # the log keeps its newest KEEP_EVENTS rows
+                self._db.execute("DELETE FROM events WHERE id <= ?", (last - KEEP_EVENTS,))
 
     def events(self, workload: str | None = None) -> list[Event]:
         query = "SELECT time, workload, kind, fault, detail FROM events"
@@ -182,11 +205,10 @@ class StateStore:
         return [Event(*r) for r in rows]
 
     def fault_counts(self) -> dict[tuple[str, str], int]:
-        """(workload, fault class) -> number of exits of that class."""
+        """(workload, fault class) -> number of exits of that class, ever (kept apart from the
+        event log, whose oldest rows go: Prometheus counters never fall)."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT workload, fault, COUNT(*) FROM events WHERE kind = 'exit' "
-                "AND fault IS NOT NULL GROUP BY workload, fault").fetchall()
+            rows = self._db.execute("SELECT workload, fault, n FROM fault_counts").fetchall()
         return {(w, f): int(n) for w, f, n in rows}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -229,4 +230,36 @@ def test_only_the_newest_finished_workloads_are_kept(
         assert names == {"j2", "j3", "live"}  # j0, j1: the oldest finished, gone
         assert running.status is Status.PENDING
     finally:
+        store.close()
+
+
+def test_the_event_log_is_pruned_but_fault_counts_never_fall(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(state, "KEEP_EVENTS", 5)
+    monkeypatch.setattr(state, "PRUNE_EVERY", 4)
+    store = StateStore(tmp_path / "s.db")
+    try:
+        for i in range(12):
+            store.event(float(i), "train", "exit", fault="offline-crash", detail=str(i))
+        kept = [int(e.detail) for e in store.events("train")]
+        assert kept[0] > 0  # the oldest went
+        assert kept[-1] == 11
+        assert len(kept) <= 5 + 4
+        assert store.fault_counts() == {("train", "offline-crash"): 12}
+    finally:
+        store.close()
+
+
+def test_a_state_from_before_the_count_table_is_counted_once(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    store = StateStore(db)
+    for i in range(3):
+        store.event(float(i), "train", "exit", fault="signal")
+    store.close()
+    with sqlite3.connect(db) as conn:  # as an older agent left it
+        conn.execute("DROP TABLE fault_counts")
+    for _ in range(2):  # reopened twice: counted from the log once, then kept
+        store = StateStore(db)
+        assert store.fault_counts() == {("train", "signal"): 3}
         store.close()
