@@ -41,7 +41,7 @@ from cotenant.traces.params_check import checked_fields, request_class
 FORMAT = "cotenant/synthetic-params/v1"
 
 
-def params_json(text: str, where: str, fmt: str, kind: str) -> dict[str, Any]:
+def params_json(text: str | bytes, where: str, fmt: str, kind: str) -> dict[str, Any]:
     """The fields of a parameters file whose ``format`` is ``fmt`` (``format`` removed)."""
     data = loads_json(text, where)
     if not isinstance(data, dict) or data.pop("format", None) != fmt:
@@ -68,7 +68,7 @@ class SyntheticParams:
         return json.dumps({"format": FORMAT, **asdict(self)}, indent=1)
 
     @staticmethod
-    def from_json(text: str, where: str = "params") -> SyntheticParams:
+    def from_json(text: str | bytes, where: str = "params") -> SyntheticParams:
         data = params_json(text, where, FORMAT, "synthetic-parameters")
         return SyntheticParams(**checked_fields(data, where))
 
@@ -140,10 +140,10 @@ def default_params() -> SyntheticParams:
 def load_params(path: str | Path) -> SyntheticParams:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"cannot read parameters: {exc}") from exc
-    return SyntheticParams.from_json(text, str(path))
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read parameters: {exc.strerror or exc}") from exc
+    return SyntheticParams.from_json(raw, str(path))
 
 
 def generate_pods(params: SyntheticParams, count: int, rng: np.random.Generator) -> list[Pod]:
