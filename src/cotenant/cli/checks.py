@@ -27,6 +27,15 @@ def finite(param: typer.CallbackParam, value: T) -> T:
     return value
 
 
+def once_each(names: list[str], option: str) -> list[str]:
+    """``names`` (canonical policy names) when none repeats: a policy given twice would run
+    twice and be reported as one policy of two runs."""
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError(option, f"{', '.join(twice)} given twice", hint="give each once")
+    return names
+
+
 def option_name(param: typer.CallbackParam) -> str:
     """The option as the user typed it: its longest flag, or its name."""
     return max(param.opts, key=len) if param.opts else str(param.name)

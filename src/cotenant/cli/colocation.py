@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from cotenant.cli.checks import finite
+from cotenant.cli.checks import finite, once_each
 from cotenant.cli.colocation_inputs import (
     guard_note,
     muxflow_from_options,
@@ -148,7 +148,8 @@ def colocation(
     With no options it runs the four policies over 24 simulated hours on the embedded
     synthetic workload (2,000 online GPUs fitted to openb, synthetic GenAI duty cycles).
     """
-    names = [COLOCATION.canonical(n) for n in (policy or COLOCATION_POLICIES)]
+    names = once_each([COLOCATION.canonical(n) for n in (policy or COLOCATION_POLICIES)],
+                      "--policy")
     if admit_quantiles and not run_frontier:  # checked before the workload is built
         raise InputError("--admit-quantile", "is a --frontier setting",
                          hint="add --frontier, or leave it out")
@@ -171,9 +172,6 @@ def colocation(
     if mps_share is not None and not run_frontier and "mps-fixed" not in names:
         raise InputError("--mps-share", "is the mps-fixed policy's split and mps-fixed does "
                          "not run", hint="add -p mps-fixed, or leave it out")
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise InputError("--policy", f"{', '.join(twice)} given twice", hint="give each once")
     rng = np.random.default_rng(seed)
     notes: list[str] = []
     work = workload_from_options(pods, nodes, load, memory, rng, hours, gpus, offline_demand,

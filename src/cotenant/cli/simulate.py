@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from cotenant.cli.checks import finite
+from cotenant.cli.checks import finite, once_each
 from cotenant.cli.colocation import colocation
 from cotenant.cli.options import JsonOpt, NodesOpt, OutOpt, PodsOpt
 from cotenant.errors import InputError
@@ -47,11 +47,7 @@ ParamsOpt = Annotated[
 
 
 def _policies(names: list[str] | None) -> list[str]:
-    chosen = [PLACEMENT.canonical(n) for n in (names or DEFAULT_POLICIES)]
-    twice = sorted({n for n in chosen if chosen.count(n) > 1})
-    if twice:
-        raise InputError("--policy", f"{', '.join(twice)} given twice", hint="give each once")
-    return chosen
+    return once_each([PLACEMENT.canonical(n) for n in (names or DEFAULT_POLICIES)], "--policy")
 
 
 @app.callback(invoke_without_command=True)
