@@ -181,9 +181,13 @@ class ClusterState:
         return free
 
 
-def never_fits(cluster: Cluster, shape: PodShape) -> str | None:
-    """Why no node of ``cluster`` could host ``shape`` even empty, or None when one could: a
-    pod like that can only fail, and whoever replays a trace should hear so."""
+def never_fits(empty: ClusterState, shape: PodShape) -> str | None:
+    """Why no node of ``empty`` (a cluster with nothing allocated) could host ``shape``, or
+    None when one could: a pod like that can only fail, and whoever replays a trace should
+    hear so."""
+    if empty.feasible(shape).any():
+        return None
+    cluster = empty.cluster
     nodes = cluster.spec_mask(shape.gpu_spec) if shape.gpu_spec else np.ones(cluster.size, bool)
     if shape.num_gpu:
         nodes &= cluster.gpu_count > 0
@@ -198,8 +202,4 @@ def never_fits(cluster: Cluster, shape: PodShape) -> str | None:
         most = int(have[nodes].max())
         if ask > most:
             return f"asks for {ask} {what}; a node it may use has at most {most}"
-    whole = cluster.gpu_count >= shape.num_gpu
-    fits = nodes & whole & (cluster.cpu >= shape.cpu_milli) & (cluster.memory >= shape.memory_mib)
-    if not fits.any():
-        return "no single node has its GPUs, CPU and memory together"
-    return None
+    return "no single node has its GPUs, CPU and memory together"

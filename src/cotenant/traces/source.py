@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from cotenant.errors import InputError
-from cotenant.model.cluster import Cluster, never_fits
+from cotenant.model.cluster import Cluster, ClusterState, never_fits
 from cotenant.model.workload import Pod, PodShape
 from cotenant.traces.openb import load_nodes, load_pods
 from cotenant.traces.synthetic import (
@@ -41,11 +41,12 @@ class Workload:
 def unplaceable_note(cluster: Cluster, pods: Sequence[Pod]) -> str | None:
     """A note on the pods no node could host even empty (they stay in the run and fail), with
     the first one's reason; None when every pod could be placed somewhere."""
+    empty = ClusterState(cluster)
     reasons: dict[PodShape, str | None] = {}
     count, first = 0, ""
     for pod in pods:
         if pod.shape not in reasons:
-            reasons[pod.shape] = never_fits(cluster, pod.shape)
+            reasons[pod.shape] = never_fits(empty, pod.shape)
         why = reasons[pod.shape]
         if why is not None:
             count += 1
