@@ -74,7 +74,8 @@ class AgentMetrics:
                 gauge.clear()
             for info in gpus:
                 label = str(info.index)
-                self.gpu_util.labels(label).set(info.utilisation_pct)
+                if info.utilisation_pct is not None:  # none in MIG mode: no sample, not 0
+                    self.gpu_util.labels(label).set(info.utilisation_pct)
                 self.gpu_mem.labels(label).set(info.memory_used_mib)
                 self.gpu_mem_total.labels(label).set(info.memory_total_mib)
         for gauge in (self.gpu_share, self.mps_restarts, self.up, self.paused, self.share,

@@ -216,8 +216,12 @@ class ShareController:
         errors: list[str] = []
         for record in online:
             util = per_pid.get(record.pid) if record.pid is not None else None
-            peak = self._peak(record.spec.name,
-                              info.utilisation_pct if util is None else util, now)
+            util = info.utilisation_pct if util is None else util
+            if util is None:
+                errors.append(f"GPU {info.index} reports no utilisation for "
+                              f"{record.spec.name!r} (MIG mode?): its load is unknown")
+                continue
+            peak = self._peak(record.spec.name, util, now)
             obs = OnlineObservation(record.spec.model or record.spec.name, peak / 100.0,
                                     record.spec.slo_ms,
                                     MAX_SHARE_PCT if current is None else current)

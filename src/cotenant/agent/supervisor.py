@@ -98,6 +98,12 @@ class Supervisor:
         if active >= MAX_ACTIVE and (existing is None or existing.status.final):
             raise InputError(f"workload {spec.name!r}", f"this agent already runs {active} "
                              f"workloads, its limit", hint="stop some first")
+        if gpus[spec.gpu].mig_enabled:
+            raise InputError(f"workload {spec.name!r}.gpu",
+                             f"GPU {spec.gpu} is in MIG mode, and the agent places workloads on "
+                             "whole GPUs only (not on MIG instances, nor MPS inside one)",
+                             hint="run it on a GPU with MIG mode off, or start it yourself on "
+                                  "a MIG device (CUDA_VISIBLE_DEVICES=MIG-<uuid>)")
         total = gpus[spec.gpu].memory_total_mib
         if spec.mem_limit_mib is not None and spec.mem_limit_mib > total:
             raise InputError(f"workload {spec.name!r}.mem_limit_mib",

@@ -185,6 +185,11 @@ class StopRequest:
             time.sleep(min(left, 0.1))
 
 
+def _pct(value: object) -> str:
+    """A percentage for a table; ``-`` where the agent reports none (MIG mode)."""
+    return f"{value:.0f}" if isinstance(value, int | float) else "-"
+
+
 @app.command()
 def status(
     url: Url = DEFAULT_URL,
@@ -201,7 +206,7 @@ def status(
         return
     console = Console()
     gpu_rows = [
-        [str(g["index"]), g["model"], f"{g['utilisation_pct']:.0f}",
+        [str(g["index"]), g["model"], _pct(g["utilisation_pct"]),
          f"{g['memory_used_mib']}/{g['memory_total_mib']}", "on" if g["mig_enabled"] else "off",
          str(g["online_share_pct"] or "-")]
         for g in gpus

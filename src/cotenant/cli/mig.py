@@ -71,7 +71,9 @@ StateDir = Annotated[Path, typer.Option(help="state directory (nvml backend logs
 def _manager(backend: str, gpus: str, state_dir: Path, grace_s: float = 10.0) -> MigManager:
     if backend not in BACKEND_NAMES:
         raise UnknownNameError("backend", backend, BACKEND_NAMES)
-    return MigManager(open_backend(backend, gpus=gpus, state_dir=state_dir), grace_s=grace_s)
+    # the fake stands for a node whose operator has switched MIG mode on
+    node = open_backend(backend, gpus=gpus, state_dir=state_dir, fake_mig=True)
+    return MigManager(node, grace_s=grace_s)
 
 
 @app.command()

@@ -29,6 +29,7 @@ from .conftest import nvml_gpu_count
 
 BACKENDS = [
     pytest.param("fake", id="fake"),
+    pytest.param("fake-mig", id="fake-mig"),
     pytest.param("nvml", id="nvml", marks=pytest.mark.gpu),
 ]
 
@@ -38,7 +39,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> NodeBackend:
     name = str(request.param)
     if name == "nvml" and nvml_gpu_count() == 0:
         pytest.skip("no NVIDIA GPU/NVML here")
-    return open_backend(name, gpus="A100-40GB:2", state_dir=tmp_path, clock=ManualClock())
+    return open_backend(name.removesuffix("-mig"), gpus="A100-40GB:2", state_dir=tmp_path,
+                        clock=ManualClock(), fake_mig=name == "fake-mig")
 
 
 def idle_argv(backend: NodeBackend) -> list[str]:
@@ -52,7 +54,8 @@ def test_inventory_lists_gpus_by_index(backend: NodeBackend) -> None:
     for info in gpus:
         assert backend.gpu(info.index).uuid == info.uuid
         assert 0 <= info.memory_used_mib <= info.memory_total_mib
-        assert 0.0 <= info.utilisation_pct <= 100.0
+        if info.utilisation_pct is not None:  # NVML reports none in MIG mode
+            assert 0.0 <= info.utilisation_pct <= 100.0
 
 
 def test_unknown_gpu_index_is_input_error(backend: NodeBackend) -> None:
@@ -102,19 +105,19 @@ def test_unknown_pid_is_unknown(backend: NodeBackend) -> None:
 
 
 def test_fake_creation_order_caveat_of_the_mig_guide() -> None:
-    node = FakeNode.build("A100-40GB")
+    node = FakeNode.build("A100-40GB", mig=True)
     for name in ("1g.5gb", "1g.5gb", "2g.10gb"):
         node.create_instance(0, name)
     with pytest.raises(CotenantError, match="Insufficient Resources"):
         node.create_instance(0, "3g.20gb")
-    other = FakeNode.build("A100-40GB")
+    other = FakeNode.build("A100-40GB", mig=True)
     for name in ("3g.20gb", "1g.5gb", "2g.10gb", "1g.5gb"):
         other.create_instance(0, name)
     assert sorted(other.mig_layout(0).compute_slices()) == [1, 1, 2, 3]
 
 
 def test_fake_refuses_overlap_and_bad_start() -> None:
-    node = FakeNode.build("H100-80GB")
+    node = FakeNode.build("H100-80GB", mig=True)
     node.create_instance(0, "4g.40gb", 0)
     assert node.possible_starts(0, "3g.40gb") == (4,)
     with pytest.raises(CotenantError, match="Insufficient Resources"):
@@ -131,7 +134,7 @@ def test_fake_mig_on_non_mig_gpu_is_not_supported() -> None:
 
 
 def test_fake_refuses_destroy_while_processes_run() -> None:
-    node = FakeNode.build("A100-40GB")
+    node = FakeNode.build("A100-40GB", mig=True)
     placement = node.create_instance(0, "7g.40gb")
     pid = node.spawn(["fake-workload"], {}, 0)
     with pytest.raises(CotenantError, match="In use"):

@@ -19,7 +19,7 @@ from tests.strategies import valid_layouts
 
 @pytest.mark.parametrize("model", ["A100-40GB", "H100-80GB"])
 def test_every_maximal_layout_applies_and_reads_back(model: str) -> None:
-    node = FakeNode.build(model)
+    node = FakeNode.build(model, mig=True)
     manager = MigManager(node)
     geometry = CATALOG.get(model).mig
     assert geometry is not None
@@ -35,14 +35,14 @@ def test_every_maximal_layout_applies_and_reads_back(model: str) -> None:
 
 
 def test_text_layout_and_bad_layout() -> None:
-    manager = MigManager(FakeNode.build("A100-40GB"))
+    manager = MigManager(FakeNode.build("A100-40GB", mig=True))
     assert manager.apply(0, "3g.20gb,2g.10gb,1g.5gb,1g.5gb").state is MigState.APPLIED
     with pytest.raises(InvalidLayoutError):
         manager.apply(0, "4g.20gb,4g.20gb")
 
 
 def test_refuses_while_processes_run_unless_drain() -> None:
-    node = FakeNode.build("A100-40GB")
+    node = FakeNode.build("A100-40GB", mig=True)
     manager = MigManager(node)
     manager.apply(0, "7g.40gb")
     pid = node.spawn(["fake-workload", "--mem-mib", "100"], {}, 0)
@@ -64,7 +64,7 @@ def test_drain_gives_processes_their_grace_before_sigkill(
 ) -> None:
     """A drained training job that checkpoints on SIGTERM (3 s here) exits by the signal within
     the grace period; one that ignores SIGTERM is killed when the grace period ends."""
-    node = FakeNode.build("A100-40GB")
+    node = FakeNode.build("A100-40GB", mig=True)
     clock = node.clock
     assert isinstance(clock, ManualClock)
     manager = MigManager(node, grace_s=grace, clock=clock, sleep=clock.advance)
@@ -80,7 +80,7 @@ def test_drain_gives_processes_their_grace_before_sigkill(
 
 
 def test_failing_step_is_named() -> None:
-    node = FakeNode.build("A100-40GB")
+    node = FakeNode.build("A100-40GB", mig=True)
     manager = MigManager(node)
     node.inject_nvml_error("create_instance", times=1)
     with pytest.raises(MigApplyError, match=r"create 7g\.40gb@0"):
@@ -98,7 +98,7 @@ def test_non_mig_gpu() -> None:
 
 
 def test_export_is_mig_parted_yaml() -> None:
-    node = FakeNode.build("A100-40GB", count=3)
+    node = FakeNode.build("A100-40GB", count=3, mig=True)
     manager = MigManager(node)
     manager.apply(0, "3g.20gb,3g.20gb")
     manager.apply(1, "3g.20gb,3g.20gb")
@@ -118,7 +118,7 @@ def test_export_is_mig_parted_yaml() -> None:
 def test_any_layout_to_any_layout_reads_back(data: st.DataObject, model: str) -> None:
     geometry = CATALOG.get(model).mig
     assert geometry is not None
-    node = FakeNode.build(model)
+    node = FakeNode.build(model, mig=True)
     manager = MigManager(node)
     for _ in range(3):
         layout = data.draw(valid_layouts(geometry))

@@ -49,12 +49,14 @@ def open_backend(
     state_dir: Path = Path(".cotenant"),
     clock: Callable[[], float] | None = None,
     cgroup_root: Path | None = None,
+    fake_mig: bool = False,
 ) -> NodeBackend:
-    """The backend called ``name``: ``fake`` (a node of ``gpus``) or ``nvml`` (this host,
-    its workloads in cgroups below ``cgroup_root`` where given: see :mod:`.cgroups`)."""
+    """The backend called ``name``: ``fake`` (a node of ``gpus``, in MIG mode if ``fake_mig``)
+    or ``nvml`` (this host, its workloads in cgroups below ``cgroup_root`` where given: see
+    :mod:`.cgroups`)."""
     if name == "fake":
         model, count = parse_gpus(gpus)
-        return FakeNode.build(model, count, clock)
+        return FakeNode.build(model, count, clock, mig=fake_mig)
     if name == "nvml":
         module = importlib.import_module("cotenant.agent.backends.nvml")
         node: NodeBackend = module.NvmlNode(state_dir, cgroup_root)

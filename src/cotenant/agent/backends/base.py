@@ -41,15 +41,16 @@ class GpuProcess:
 
 @dataclass(frozen=True)
 class GpuInfo:
-    """One GPU as the inventory reports it. ``sm_activity_pct`` is ``None`` where the GPU or
-    backend does not report it; ``mig_enabled`` is the current MIG mode."""
+    """One GPU as the inventory reports it. ``utilisation_pct`` and ``sm_activity_pct`` are
+    ``None`` where the GPU or backend does not report them (NVML reports no utilisation for a
+    GPU in MIG mode); ``mig_enabled`` is the current MIG mode."""
 
     index: int
     uuid: str
     model: str
     memory_total_mib: int
     memory_used_mib: int
-    utilisation_pct: float
+    utilisation_pct: float | None
     sm_activity_pct: float | None
     mig_enabled: bool
     processes: tuple[GpuProcess, ...] = ()

@@ -1,7 +1,8 @@
 """A stateful in-memory GPU node that enforces the driver's rules, for tests and laptops.
 
-``FakeNode.build("A100-40GB", count=4)`` gives a node whose GPUs come from the catalog. It
-implements all four backend Protocols and enforces what NVML, MIG and MPS would:
+``FakeNode.build("A100-40GB", count=4)`` gives a node whose GPUs come from the catalog, MIG
+mode off as GPUs ship (``mig=True``: on, where the model supports it). It implements all four
+backend Protocols and enforces what NVML, MIG and MPS would:
 
 * MIG: placements valid per the model's :class:`~cotenant.model.mig.MigGeometry` (allowed starts,
   no overlap, per-profile counts); when the caller lets the driver choose the start, the driver
@@ -113,9 +114,11 @@ class _Gpu:
 class FakeNode:
     """One simulated node with GPUs from the catalog; see the module docstring for its rules."""
 
-    def __init__(self, models: Sequence[GpuModel], clock: Callable[[], float]) -> None:
+    def __init__(
+        self, models: Sequence[GpuModel], clock: Callable[[], float], mig: bool = False
+    ) -> None:
         self.clock = clock
-        self._gpus = [_Gpu(i, m, m.supports_mig) for i, m in enumerate(models)]
+        self._gpus = [_Gpu(i, m, mig and m.supports_mig) for i, m in enumerate(models)]
         self._procs: dict[int, _Proc] = {}
         self._next_pid = 1000
         self._xids: list[XidEvent] = []
@@ -125,15 +128,16 @@ class FakeNode:
 
     @classmethod
     def build(
-        cls, model: str = "A100-40GB", count: int = 1, clock: Callable[[], float] | None = None
+        cls, model: str = "A100-40GB", count: int = 1, clock: Callable[[], float] | None = None,
+        *, mig: bool = False,
     ) -> FakeNode:
-        """``count`` GPUs of catalog ``model`` (MIG mode on where the model supports it)."""
+        """``count`` GPUs of catalog ``model``; ``mig``: MIG mode on where the model has it."""
         if count < 1:
             raise InputError("fake node", f"GPU count {count} must be at least 1")
         gpu_model = CATALOG.get(model)
         if gpu_model.memory_mib is None:
             raise InputError("fake node", f"{gpu_model.name} has no known memory size")
-        return cls([gpu_model] * count, clock or ManualClock())
+        return cls([gpu_model] * count, clock or ManualClock(), mig)
 
     # --- fault injection ---------------------------------------------------------------------
 
@@ -181,7 +185,7 @@ class FakeNode:
             BackendFeature.XID_EVENTS,
             BackendFeature.PROCESS_CONTROL,
         }
-        if all(g.model.supports_mig for g in self._gpus):
+        if all(g.mig_enabled for g in self._gpus):  # as NVML: MIG mode on, not just capable
             found.add(BackendFeature.MIG)
         return frozenset(found)
 
