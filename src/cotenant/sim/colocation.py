@@ -12,7 +12,7 @@ Per interval, in order:
    less the online *peak* under a hard memory limit (MuxFlow), else the memory free in the
    previous interval (in the first interval, the memory free then);
 2. shares are decided on the load *observed in the previous interval* (a new pair starts at
-   the needed share);
+   the needed share; the first interval, which has no previous one, is decided on its own);
 3. the interval runs at the *current* load: online p99 (``cotenant.perf.mps``) with the true
    interference of the pair (the MPS residual factor scaled by the offline job's memory
    traffic, Tally's ``mem-util``), SLO violations, utilisation, SM activity, memory, offline
@@ -23,17 +23,24 @@ Per interval, in order:
    ``guard_threshold * SLO`` it throttles (raises the online share to what the current load
    needs), or evicts the offline job if that share is above ``evict_above``. It reacts within
    ``guard_reaction_s`` (an assumption, 0.5 s): when that is under 1% of the interval the
-   interval's p99 is the one after the action, else the one before;
+   interval's p99 (and its violation) is the one after the action, else the one before;
 5. an offline process is down for ``ColocationConfig.offline_start_s`` when it is placed,
    and for ``share_change_s`` on every change of its MPS share in force (the dynamic share
    or a guard throttle: MPS reads a client's share only when it creates its context, so the
    job is restarted; a policy change and a throttle in one interval are two restarts); its
    progress and busy time in the interval shrink by that time (carried over when it is
-   longer than an interval);
+   longer than an interval); a job whose work runs out within the interval runs, and is
+   credited, only until it does;
 6. without a memory limit, a GPU whose online memory (``ColocationWorkload.online_memory_at``)
    plus its offline job's exceeds the GPU is out of memory: the online service's allocation
    fails and it serves nothing that interval (an SLO violation, counted in ``online_ooms``);
    nothing frees the offline job's memory, so it goes on running.
+
+A service that serves nothing (out of memory, or down with its MPS server) runs no kernel, so
+it adds no utilisation; an offline job that crashes or loses its progress in an interval did
+run kernels in it, so its busy time counts. A crashed job waits ``policy.restart_delay``
+intervals after the next one (0 without backoff). Mean JCT is over each policy's own finished
+jobs, so policies that finish different jobs are compared over different sets.
 
 Metrics: GPU utilisation as nvidia-smi reports it (share of time any kernel runs) is
 ``1 - (1 - online busy) (1 - offline busy)``, online busy being its load over its speed at its
@@ -201,7 +208,7 @@ def run_colocation(
             # the interval misses its p99 only if the late reaction alone spoils 1% of it
             if guard_in_time(pol.guard_reaction_s, work.interval_s):
                 over = np.where(risk, after > work.slo_ms, over)
-            p99 = np.where(risk, after, p99)
+                p99 = np.where(risk, after, p99)  # a late guard leaves the p99 it found
         on = has & ~evict
         # MPS fixes a client's share when it starts: a new share is a restart of the client,
         # once for the share policy's change and once more for a guard throttle after it
@@ -218,16 +225,18 @@ def run_colocation(
         if pol.sharing is Sharing.TIME_SLICING:
             p99 = np.where(on, mps.ts_p99_ms(load, serial, l100), p99)
             over = p99 > work.slo_ms
-            rate = np.where(on, mps.ts_offline_speed(load) * up, 0.0)
+            speed = np.where(on, mps.ts_offline_speed(load), 0.0)
             on_busy = np.minimum(load, 1.0)
-            sm = on_busy + (1.0 - on_busy) * np.where(on, _OFF_UTIL[prof] * up, 0.0)
         else:
-            rate = np.where(on, mps.offline_speed(1.0 - p) * up, 0.0)
+            speed = np.where(on, mps.offline_speed(1.0 - p), 0.0)
             on_busy = mps.busy_fraction(load, p, serial)
-            sm = on_busy * p + np.where(on, _OFF_UTIL[prof] * (1.0 - p) * up, 0.0)
-        off_busy = np.where(on & (rate > 0), _OFF_UTIL[prof] * up, 0.0)
-        out["util"][t] = np.mean(1.0 - (1.0 - on_busy) * (1.0 - off_busy))
-        out["sm"][t] = np.mean(np.minimum(sm, 1.0))
+        # the share of the interval the offline job runs: not while it starts, and not after
+        # it finishes (its last interval is cut where its work runs out)
+        left = remaining[np.maximum(job_on, 0)] if work.jobs else np.zeros(n)
+        full = speed * up * work.interval_s
+        finishing = on & (full > 0.0) & (left <= full)
+        run = np.where(finishing, up * left / np.where(full > 0.0, full, 1.0), up)
+        rate = speed * run
         job_mem = work.job_memory_mib[job_on] if work.jobs else np.zeros(n)
         used = on_mem + np.where(on, job_mem, 0.0)
         oom = used > work.gpu_memory_mib  # never under a memory limit (tests hold it to 0)
@@ -241,6 +250,15 @@ def run_colocation(
             faults[key] += count
         down = result.online_down | oom
         over = over | down
+        # utilisation as nvidia-smi shows it: a service that serves nothing runs no kernel
+        on_busy = np.where(down, 0.0, on_busy)
+        off_busy = np.where(on & (speed > 0), _OFF_UTIL[prof] * run, 0.0)
+        out["util"][t] = np.mean(1.0 - (1.0 - on_busy) * (1.0 - off_busy))
+        if pol.sharing is Sharing.TIME_SLICING:
+            sm = on_busy + (1.0 - on_busy) * off_busy
+        else:
+            sm = on_busy * p + off_busy * (1.0 - p)
+        out["sm"][t] = np.mean(np.minimum(sm, 1.0))
         out["viol"][t] = np.mean(over)
         out["ratio"][t] = np.median(np.where(down, 10.0, np.minimum(p99 / work.slo_ms, 10.0)))
         rate = np.where(result.lost, 0.0, rate)
@@ -249,7 +267,8 @@ def run_colocation(
         served[t] = n - int(down.sum())
         idx = np.flatnonzero(on)
         remaining[job_on[idx]] -= rate[idx] * work.interval_s
-        done = idx[remaining[job_on[idx]] <= 0.0]
+        done = np.flatnonzero(finishing & ~result.lost)
+        remaining[job_on[done]] = 0.0
         finish[job_on[done]] = t + 1
         quarantine = np.where(result.quarantine, t + 1 + pol.quarantine, quarantine)
         ready[job_on[evict]] = t + 1

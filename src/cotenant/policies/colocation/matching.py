@@ -15,8 +15,10 @@ or memory, so :func:`match_max_weight` decomposes it:
   jobs meet large rooms first. When those are too few (a group whose smallest room fits
   almost nothing, or a small cluster in one group), the queue is asked again with the
   group's largest room; a pair that does not fit gets a prohibitive weight and is dropped
-  if chosen, so every pair made fits (the hard memory limit). A group costs
-  O(block^2 (block + slack)), so an interval is linear in free GPUs.
+  if chosen, so every pair made fits (the hard memory limit). Jobs a group was offered but
+  did not take are offered to the next group first (while they fit its largest room), so
+  no GPU stays free while a job that fits it waits. A group costs O(block^2 (block +
+  slack)), so an interval is linear in free GPUs.
 """
 
 from __future__ import annotations
@@ -55,12 +57,19 @@ def match_max_weight(
     out_g: list[IntArray] = []
     out_j: list[IntArray] = []
     unused: list[IntArray] = []
+    carry = none  # offered to the group before and not taken
     for start in range(0, len(g_sorted), block):
         g_blk = g_sorted[start:start + block]
-        offered = take(float(room_mib[g_blk[-1]]), len(g_blk) + slack)
+        fit_top = need_mib[carry] <= room_mib[g_blk[0]]
+        unused.append(carry[~fit_top])  # rooms only shrink from here: these fit no later GPU
+        carry = carry[fit_top]
+        want = max(0, len(g_blk) + slack - int((need_mib[carry] <= room_mib[g_blk[-1]]).sum()))
+        offered = np.concatenate([carry, take(float(room_mib[g_blk[-1]]), want)])
+        offered = offered.astype(np.int64)
         if len(offered) < len(g_blk) and room_mib[g_blk[0]] > room_mib[g_blk[-1]]:
             more = take(float(room_mib[g_blk[0]]), len(g_blk) - len(offered) + slack)
             offered = np.concatenate([offered, more]).astype(np.int64)
+        carry = none
         if len(offered) == 0:
             continue
         fits = need_mib[offered][None, :] <= room_mib[g_blk][:, None]
@@ -72,7 +81,8 @@ def match_max_weight(
         out_j.append(offered[cols])
         left = np.ones(len(offered), dtype=bool)
         left[cols] = False
-        unused.append(offered[left])
+        carry = offered[left]
+    unused.append(carry)
     if not out_g:
         return none, none, np.concatenate(unused) if unused else none
     return (

@@ -4,9 +4,10 @@ A policy is a frozen description the simulator interprets each interval; every d
 holds (shares, matching, guard thresholds, restart delays) is a pure function of arrays:
 
 * ``dedicated``: online GPUs run online work only (the baseline);
-* ``mps-fixed``: offline jobs join online GPUs in queue order where the memory free now fits
-  them (no memory limit: the online service can run out of memory later), MPS with a
-  fixed online share (default 50%);
+* ``mps-fixed``: offline jobs join online GPUs as the queue offers them (largest first among
+  those that have arrived) where the memory free in the last interval fits them (no memory
+  limit: the online service can run out of memory later), MPS with a fixed online share
+  (default 50%);
 * ``time-slicing``: the same placement, the GPU's default time slicing between the two;
   both baselines take ``max_peak_load``, a static admission rule (share only the GPUs whose
   online service never exceeds that load, or, with ``admit_quantile`` below 1, stays at or
@@ -72,8 +73,8 @@ class ColocationPolicy:
     graceful_signals: bool = False
     """Signals trigger a checkpoint-and-exit (no progress lost) instead of a kill."""
     backoff_base: int = 0
-    """Restart delay after a crash in intervals: ``backoff_base * 2**(failures-1)``; 0 = next
-    interval, without backoff."""
+    """Intervals a crashed job waits before it may run again: ``backoff_base *
+    2**(failures-1)``, at most ``backoff_cap``; 0 = it may run from the next interval."""
     backoff_cap: int = 32
     quarantine: int = 30
     """Intervals a GPU takes no offline work after an XID error."""
@@ -124,7 +125,7 @@ class ColocationPolicy:
     def restart_delay(self, failures: IntArray) -> IntArray:
         """Intervals to wait before a job that failed ``failures`` times runs again."""
         if self.backoff_base == 0:
-            return np.ones_like(failures)
+            return np.zeros_like(failures)
         exp = np.minimum(np.maximum(failures - 1, 0), 30)
         delay: IntArray = np.minimum(self.backoff_base * (2**exp), self.backoff_cap).astype(
             np.int64
