@@ -50,11 +50,12 @@ _A30 = MigGeometry(
     4,
     4,
     (
-        MigProfile("1g.6gb", 19, 1, 1, 5836, 14, (0, 1, 2, 3), 4),
-        MigProfile("1g.6gb+me", 20, 1, 1, 5836, 14, (0, 1, 2, 3), 1),
-        MigProfile("2g.12gb", 14, 2, 2, 11672, 28, (0, 2), 2),
-        MigProfile("2g.12gb+me", 21, 2, 2, 11672, 28, (0, 2), 1),
-        MigProfile("4g.24gb", 5, 4, 4, 23344, 56, (0,), 1),
+        # GI profile IDs as an A30's `nvidia-smi mig -lgip` lists them (not the A100's numbers)
+        MigProfile("1g.6gb", 14, 1, 1, 5836, 14, (0, 1, 2, 3), 4),
+        MigProfile("1g.6gb+me", 21, 1, 1, 5836, 14, (0, 1, 2, 3), 1),
+        MigProfile("2g.12gb", 5, 2, 2, 11672, 28, (0, 2), 2),
+        MigProfile("2g.12gb+me", 6, 2, 2, 11672, 28, (0, 2), 1),
+        MigProfile("4g.24gb", 0, 4, 4, 23344, 56, (0,), 1),
     ),
 )
 

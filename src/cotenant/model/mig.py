@@ -27,8 +27,10 @@ _PROFILE_RE = re.compile(r"^(?P<g>\d)g\.(?P<mem>\d+)gb(?P<me>\+me)?$")
 class MigProfile:
     """One GPU-instance profile of a GPU model, e.g. ``3g.40gb`` on an A100-80GB.
 
-    ``nvml_id`` is the GI profile ID (19 = 1 slice, 15 = 1 slice double memory, 14 = 2 slices,
-    9 = 3 slices, 5 = 4 slices, 0 = 7 slices; 20 = 1 slice + media extensions).
+    ``nvml_id`` is the GI profile ID ``nvidia-smi mig -lgip`` lists. A100/H100/H200: 19 = 1
+    slice, 20 = 1 slice + media extensions, 15 = 1 slice double memory, 14 = 2 slices, 9 = 3
+    slices, 5 = 4 slices, 0 = 7 slices. A30 numbers by its own sizes: 14 = 1 slice, 21 = 1
+    slice + media extensions, 5 = 2 slices, 6 = 2 slices + media extensions, 0 = 4 slices.
     """
 
     name: str
@@ -50,6 +52,11 @@ class MigProfile:
                 hint="for example 1g.10gb, 3g.40gb, 1g.5gb+me",
             )
         return int(match["g"]), int(match["mem"]), match["me"] is not None
+
+    @property
+    def media_extensions(self) -> bool:
+        """Whether the profile takes the GPU's media extensions (``+me``: JPEG decoder, OFA)."""
+        return self.name.strip().endswith("+me")
 
     @property
     def k8s_resource(self) -> str:
@@ -139,6 +146,12 @@ class MigGeometry:
                 raise InvalidLayoutError(
                     f"{n} instances of {profile.name}; at most {profile.max_count} per GPU"
                 )
+        media = [p.profile.name for p in placements if p.profile.media_extensions]
+        if len(media) > 1:  # the GPU has one JPEG decoder and one OFA, and +me takes both
+            raise InvalidLayoutError(
+                f"{' and '.join(media)} both take the media extensions; at most one +me "
+                "instance per GPU"
+            )
 
     def layout(self, placements: tuple[MigPlacement, ...] | list[MigPlacement]) -> MigLayout:
         """A validated layout."""

@@ -25,7 +25,13 @@ import numpy as np
 from cotenant.errors import InfeasibleError
 from cotenant.policies.partition.greedy import instance_counts, pack, solve_greedy
 from cotenant.policies.partition.milp import relaxation, solve_counts, solve_milp
-from cotenant.policies.partition.problem import PartitionProblem, Plan, realise
+from cotenant.policies.partition.problem import (
+    PartitionProblem,
+    Plan,
+    demand_left,
+    realise,
+    verify,
+)
 from cotenant.policies.partition.registry import PARTITION
 
 
@@ -39,7 +45,7 @@ def solve_lp_round(problem: PartitionProblem, time_limit: float = 10.0) -> Plan:
     for p in range(take.shape[1]):  # more instances than the GPUs hold: give back the smallest
         while take[:, p].sum() > held[p]:
             take[int(np.argmax(take[:, p])), p] -= 1
-    rest = np.maximum(problem.demand - (problem.rate * take).sum(axis=1), 0.0)
+    rest = demand_left(problem.demand, (problem.rate * take).sum(axis=1))
     remainder = replace(problem, demand=rest)
     try:
         more_use, more, _, _ = solve_counts(remainder, time_limit, held - take.sum(axis=0))
@@ -71,6 +77,7 @@ def solve_auto(problem: PartitionProblem, time_limit: float = 10.0) -> Plan:
             break
         try:
             plan = step()
+            verify(problem, plan)  # a candidate that misses a demand is no candidate
         except InfeasibleError:
             continue
         bound = max(bound, plan.lower_bound)

@@ -38,7 +38,7 @@ def instance_counts(problem: PartitionProblem) -> IntArray:
         whole = int(demand // rates[best])
         rest = demand - whole * rates[best]
         counts[s, best] = whole
-        if unmet(0.0, rest):
+        if unmet(whole * float(rates[best]), demand):
             covering = np.flatnonzero(rates >= rest)
             pick = int(covering[np.argmin(slices[covering])]) if covering.size else best
             counts[s, pick] += 1

@@ -27,6 +27,7 @@ from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from cotenant.errors import InfeasibleError
 from cotenant.policies.partition.problem import (
+    TOLERANCE,
     FloatArray,
     IntArray,
     PartitionProblem,
@@ -55,14 +56,16 @@ def _matrices(problem: PartitionProblem) -> tuple[np.ndarray, np.ndarray, np.nda
     inst[:, :n_layouts] = -counts.T
     for p in range(n_prof):
         inst[p, n_layouts + p :: n_prof] = 1.0
-    # demand: sum_p (r_sp / d_s) z_sp >= 1, scaled so the solver's tolerance is relative
+    # demand: sum_p (r_sp / d_s) z_sp >= 1 - TOLERANCE / 2, scaled so the solver's tolerance
+    # is relative: a shortfall verify() accepts is allowed, and HiGHS's own (about 1e-7 of
+    # the row) stays within the other half
     dem = np.zeros((n_svc, n_vars))
     need = np.zeros(n_svc)
     for s in range(n_svc):
         if problem.demand[s] > 0:
             row = problem.rate[s] / problem.demand[s]
             dem[s, n_layouts + s * n_prof : n_layouts + (s + 1) * n_prof] = row
-            need[s] = 1.0
+            need[s] = 1.0 - TOLERANCE / 2
     return cost, inst, dem, need
 
 

@@ -26,6 +26,7 @@ def build_problem(spec: ServingSpec, table: ProfileTable) -> PartitionProblem:
                key=lambda n: geometry.profile(n).compute_slices)
     )
     rate = np.zeros((len(spec.services), len(profiles)))
+    others: dict[tuple[str, str], float] = {}  # profiles no planned layout uses
     for s, service in enumerate(spec.services):
         where = f"{spec.source}.services[{s}] ({service.name})"
         try:
@@ -37,6 +38,10 @@ def build_problem(spec: ServingSpec, table: ProfileTable) -> PartitionProblem:
             cap = (table.capacity(service.model, spec.gpu.name, profile, service.slo_ms)
                    if profile in measured else None)
             rate[s, j] = cap.throughput if cap is not None else 0.0
+        for profile in measured - set(profiles):
+            cap = table.capacity(service.model, spec.gpu.name, profile, service.slo_ms)
+            if cap is not None:
+                others[(service.name, profile)] = cap.throughput
         if service.rate > 0 and rate[s].max() <= 0:
             best = table.best_latency(service.model, spec.gpu.name)
             raise InputError(
@@ -53,7 +58,7 @@ def build_problem(spec: ServingSpec, table: ProfileTable) -> PartitionProblem:
                          f"GPUs; the planner plans up to {MAX_PLAN_GPUS:,}",
                          hint="check the rates' unit (req/s), or split the spec")
     return PartitionProblem(
-        geometry, tuple(s.name for s in spec.services), demand, profiles, rate, layouts
+        geometry, tuple(s.name for s in spec.services), demand, profiles, rate, layouts, others
     )
 
 

@@ -15,6 +15,7 @@ valid by the catalog and each service's assigned capacity covers its demand.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,10 +28,21 @@ from cotenant.model.mig import MigGeometry, MigLayout, MigPlacement
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-TOLERANCE = 1e-9
-"""Relative slack when comparing capacity with demand (solvers work in floating point)."""
+TOLERANCE = 1e-6
+"""Relative slack when comparing capacity with demand: one part in a million, below any
+measured rate's precision, and above the LP/MILP solver's feasibility tolerance (HiGHS
+accepts a demand row, scaled to 1, short by about 1e-7), so a plan the solver calls feasible
+is one :func:`verify` accepts."""
 MIN_DEMAND = 1e-3
 """Demands below this (req/s: one request per 17 minutes) are planned as zero."""
+
+
+def demand_left(demand: FloatArray, served: FloatArray) -> FloatArray:
+    """The demand ``served`` leaves: 0 where it is met within :data:`TOLERANCE`, else at least
+    :data:`MIN_DEMAND` (a smaller remainder would be planned as zero and left unmet)."""
+    rest = np.maximum(demand - served, 0.0)
+    short = rest > TOLERANCE * np.maximum(1.0, demand)
+    return np.where(short, np.maximum(rest, MIN_DEMAND), 0.0)
 
 
 def unmet(capacity: float, demand: float) -> bool:
@@ -48,6 +60,16 @@ class PartitionProblem:
     profiles: tuple[str, ...]  # (P,) profile names
     rate: FloatArray  # (S, P) req/s per instance
     layouts: tuple[MigLayout, ...] = field(default=())
+    other_rates: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    """(service, profile) -> req/s per instance for the profiles the plan does not use (the
+    one-profile-per-size layouts leave out e.g. A100-40GB's 1g.10gb), so that a deployment
+    running on them today is counted at its real capacity while it is reconfigured."""
+
+    def rate_of(self, service: int, profile: str) -> float:
+        """Req/s of one instance of ``profile`` serving service number ``service``."""
+        if profile in self.profiles:
+            return float(self.rate[service, self.profiles.index(profile)])
+        return float(self.other_rates.get((self.services[service], profile), 0.0))
 
     def __post_init__(self) -> None:
         demand = np.where(self.demand < MIN_DEMAND, 0.0, self.demand).astype(np.float64)

@@ -77,7 +77,6 @@ class _State:
         self.instances = [dict(g.assignment) for g in gpus]
         self.serving = [{p: s is not None for p, s in g.assignment} for g in gpus]
         self._svc = {s: i for i, s in enumerate(problem.services)}
-        self._prof = {p: j for j, p in enumerate(problem.profiles)}
         self.cap = np.zeros(len(problem.services))
         for inst in self.instances:
             for p, svc in inst.items():
@@ -88,8 +87,8 @@ class _State:
             self.cap[self._svc[service]] += sign * self.rate(placement, service)
 
     def rate(self, placement: MigPlacement, service: str) -> float:
-        s, j = self._svc.get(service), self._prof.get(placement.profile.name)
-        return 0.0 if s is None or j is None else float(self.problem.rate[s, j])
+        s = self._svc.get(service)
+        return 0.0 if s is None else self.problem.rate_of(s, placement.profile.name)
 
     def capacity(self) -> FloatArray:
         """Req/s in rotation per service."""

@@ -88,9 +88,10 @@ def fill(
     while not covers(t, deficit):
         score, owners, left = fill_scores(t, deficit)
         order = np.lexsort((np.arange(len(score)), -score))
-        pick = int(order[rng.integers(min(width, len(order)))] if rng is not None else order[0])
-        if score[pick] <= 0:
+        order = order[score[order] > 0]  # a random pick only among layouts that serve some
+        if len(order) == 0:
             raise InfeasibleError("a demand is left that no instance can serve")
+        pick = int(order[rng.integers(min(width, len(order)))] if rng is not None else order[0])
         out.append((pick, tuple(int(o) for o in owners[pick])))
         deficit = left[pick]
     return out
