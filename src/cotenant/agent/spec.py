@@ -3,9 +3,9 @@
 The command is an argv *list*; no shell ever sees it, so shell metacharacters in an item are
 just bytes of an argument. A string command is refused (it would need a shell or a split).
 Unknown keys are rejected with their name. The agent owns the MPS variables: a spec may not
-set ``CUDA_MPS_*`` or ``CUDA_VISIBLE_DEVICES`` in its env. An online service may name a
-Prometheus latency histogram (``latency_metric``) the agent reads its p99 from, for the
-compute guard (:mod:`cotenant.agent.latency`).
+set ``CUDA_MPS_*``, ``CUDA_VISIBLE_DEVICES`` or ``CUDA_DEVICE_ORDER`` in its env. An online
+service may name a Prometheus latency histogram (``latency_metric``) the agent reads its p99
+from, for the compute guard (:mod:`cotenant.agent.latency`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from cotenant.policies.colocation.contract import check_share_pct
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 _KEYS = {"name", "argv", "role", "gpu", "sm_share", "mem_limit_mib", "env", "model", "slo_ms",
          "latency_metric"}
-_RESERVED_ENV = ("CUDA_MPS_", "CUDA_VISIBLE_DEVICES")
+_RESERVED_ENV = ("CUDA_MPS_", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 _METRIC_KEYS = {"url", "histogram", "unit", "labels"}
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")

@@ -321,7 +321,8 @@ class Supervisor:
                 self.mps.ensure(spec.gpu)
                 env.update(self.mps.client_env(spec.gpu, share, spec.mem_limit_mib))
             else:
-                env["CUDA_VISIBLE_DEVICES"] = str(spec.gpu)
+                # NVML's index: CUDA's own default order is fastest first
+                env.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=str(spec.gpu))
             pid = self.backend.spawn(list(spec.argv), env, spec.gpu)
         except TemporaryError as exc:
             self.store.event(now, spec.name, "start deferred", detail=exc.one_line())

@@ -48,10 +48,17 @@ def token_of(pid: int) -> str | None:
     return None
 
 
+GPU_SELECTION = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MPS_")
+"""Variables that choose a GPU or an MPS daemon: the agent sets them per workload."""
+
+
 def clean_environ() -> dict[str, str]:
     """The agent's environment less any token it inherited (an agent started from inside a
-    workload must not make its own workloads, or its MPS daemons, part of that one)."""
-    return {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
+    workload must not make its own workloads, or its MPS daemons, part of that one) and less
+    any GPU selection it inherited: an MPS client that keeps a ``CUDA_VISIBLE_DEVICES`` its
+    daemon has remapped fails, and a workload must land on the GPU the agent chose."""
+    return {k: v for k, v in os.environ.items()
+            if k != TOKEN_VAR and not k.startswith(GPU_SELECTION)}
 
 
 def _fields(pid: int) -> list[bytes] | None:
