@@ -69,8 +69,13 @@ class MpsManager:
         return self.backend.daemon_healthy(self.config(gpu))
 
     def ensure(self, gpu: int) -> bool:
-        """Start the daemon if it is not answering; True when it had to be (re)started."""
+        """Start the daemon if it is not answering; True when it had to be (re)started. A daemon
+        found running that this agent did not start (one an earlier agent left) is given this
+        agent's defaults, for the MPS servers it starts from now on."""
         if self.healthy(gpu):
+            if gpu not in self._started:
+                self._started.add(gpu)
+                self.start(gpu)
             return False
         if gpu in self._started:
             self.restarts[gpu] = self.restarts.get(gpu, 0) + 1

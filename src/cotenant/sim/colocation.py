@@ -234,8 +234,8 @@ def run_colocation(
         # it finishes (its last interval is cut where its work runs out)
         left = remaining[np.maximum(job_on, 0)] if work.jobs else np.zeros(n)
         full = speed * up * work.interval_s
-        finishing = on & (full > 0.0) & (left <= full)
-        run = np.where(finishing, up * left / np.where(full > 0.0, full, 1.0), up)
+        finishing = on & (full > 0.0) & (left <= full * (1.0 + 1e-9))  # rounding: not 1 ulp
+        run = np.where(finishing, np.minimum(up, up * left / np.where(full > 0.0, full, 1.0)), up)
         rate = speed * run
         job_mem = work.job_memory_mib[job_on] if work.jobs else np.zeros(n)
         used = on_mem + np.where(on, job_mem, 0.0)

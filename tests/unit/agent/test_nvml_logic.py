@@ -13,6 +13,7 @@ from cotenant.agent.backends import FakeNode, ManualClock, procfs
 from cotenant.agent.backends.base import BackendFeature, DaemonConfig
 from cotenant.agent.backends.mpsctl import MpsControl
 from cotenant.agent.backends.nvml import NvmlNode, map_nvml_error
+from cotenant.agent.mps import MpsManager
 from cotenant.agent.service import AgentService
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.errors import InputError, PermanentError, TemporaryError
@@ -152,3 +153,14 @@ def test_a_pipe_directory_too_long_for_a_socket_is_refused(tmp_path: Path) -> No
     control = MpsControl(os.devnull)
     with pytest.raises(InputError, match="Unix socket"):
         control.start_daemon(DaemonConfig(0, deep / "pipe", deep / "log"))
+
+
+def test_an_agent_gives_its_defaults_to_a_daemon_it_finds_running(tmp_path: Path) -> None:
+    fake = FakeNode.build("A100-40GB", clock=ManualClock())
+    MpsManager(fake, tmp_path, default_thread_pct=100).ensure(0)
+    later = MpsManager(fake, tmp_path, default_thread_pct=40)  # a restarted agent
+    assert later.ensure(0) is False  # running: not restarted ...
+    assert later.restarts == {}
+    daemon = fake._gpu(0).daemon
+    assert daemon is not None
+    assert daemon.default_thread_pct == 40  # ... but given the new defaults

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from cotenant.perf import mps
 from cotenant.policies.colocation import COLOCATION
 from cotenant.policies.colocation.matching import match_max_weight
 from cotenant.sim.colocation import run_colocation
@@ -112,3 +113,13 @@ def test_jobs_one_group_did_not_take_go_to_the_next() -> None:
     assert len(set(jobs.tolist())) == 100
     assert len(unused) == 0
     assert len(set(gpus.tolist())) == 100
+
+
+def test_work_of_whole_intervals_ends_in_its_last_one(base: ColocationWorkload) -> None:
+    # work that is an exact multiple of a minute's progress, summed in floating point
+    speed = float(mps.offline_speed(np.array([0.5]))[0])
+    for k in (3, 6, 9, 12, 13, 14):
+        run = run_colocation(one_gpu(base, np.zeros(40), work_s=k * speed * 60.0),
+                             "mps-fixed", 0, QUIET)
+        assert int((run.running > 0).sum()) == k
+        assert run.jobs_completed == 1

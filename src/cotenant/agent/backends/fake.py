@@ -252,6 +252,8 @@ class FakeNode:
         if state.daemon is None:
             state.daemon = config
             state.mps_faulted = False
+        elif state.daemon.pipe_dir == config.pipe_dir:  # running: its defaults are set anew
+            state.daemon = config
 
     def stop_daemon(self, config: DaemonConfig) -> None:
         self.kill_daemon(config.gpu)
@@ -386,7 +388,7 @@ class FakeNode:
             model=state.model.name,
             memory_total_mib=state.model.memory_mib,
             memory_used_mib=sum(p.alloc_mib for p in procs),
-            utilisation_pct=util,
+            utilisation_pct=None if state.mig_enabled else util,  # as NVML in MIG mode
             sm_activity_pct=util,
             mig_enabled=state.mig_enabled,
             processes=tuple(GpuProcess(p.pid, p.alloc_mib, 0.0 if p.paused_at is not None

@@ -53,11 +53,12 @@ class MpsControl:
             "CUDA_MPS_LOG_DIRECTORY": str(config.log_dir),
         }
 
-    def _run(self, config: DaemonConfig, args: list[str], stdin: str | None) -> str:
+    def _run(self, config: DaemonConfig, args: list[str], stdin: str | None,
+             timeout_s: float | None = None) -> str:
         try:
             done = subprocess.run(
                 [self.executable, *args], input=stdin, env=self.env(config), text=True,
-                capture_output=True, timeout=self.timeout_s, check=False,
+                capture_output=True, timeout=timeout_s or self.timeout_s, check=False,
             )
         except FileNotFoundError as exc:
             raise PermanentError(f"{self.executable} not found",
@@ -96,7 +97,7 @@ class MpsControl:
     def _wait_ready(self, config: DaemonConfig) -> None:
         """Until the daemon ``-d`` just started answers, at most ``timeout_s``."""
         deadline = time.monotonic() + self.timeout_s
-        while not self.daemon_healthy(config):
+        while not self.daemon_healthy(config, probe_s=min(1.0, self.timeout_s)):
             if time.monotonic() > deadline:
                 raise TemporaryError(f"GPU {config.gpu}: the MPS control daemon started but "
                                      f"did not answer within {self.timeout_s:g} s", delay_s=5.0)
@@ -107,11 +108,11 @@ class MpsControl:
             self._run(config, [], "quit\n")
         self._defaults.pop(config.pipe_dir, None)
 
-    def daemon_healthy(self, config: DaemonConfig) -> bool:
+    def daemon_healthy(self, config: DaemonConfig, probe_s: float | None = None) -> bool:
         if not config.pipe_dir.exists():
             return False
         try:
-            self._run(config, [], "get_server_list\n")
+            self._run(config, [], "get_server_list\n", probe_s)
         except TemporaryError:
             return False
         return True

@@ -212,7 +212,8 @@ class NvmlNode:
                 if int(exc.value) == nv.NVML_ERROR_TIMEOUT:
                     break
                 raise map_nvml_error(int(exc.value), "nvmlEventSetWait", str(exc)) from exc
-            index = int(nv.nvmlDeviceGetIndex(data.device))
+            with self._call("nvmlDeviceGetIndex"):
+                index = int(nv.nvmlDeviceGetIndex(data.device))
             self._xids.append(XidEvent(index, int(data.eventData), time.time()))
         self._xids = self._xids[-1000:]
         return [e for e in self._xids if e.time > since]

@@ -1,7 +1,8 @@
 """MIG through NVML for the nvml backend: list, create and destroy GPU instances.
 
 Every GPU instance gets one compute instance spanning it (the usual layout). GPU instance
-profile IDs are the catalog's ``nvml_id`` (19, 15, 14, 9, 5, 0, 20), checked against NVML's
+profile IDs are the catalog's ``nvml_id`` (A100/H100/H200: 19, 20, 15, 14, 9, 5, 0; A30:
+14, 21, 5, 6, 0), checked against NVML's
 profile list (``nvmlDeviceGetGpuInstanceProfileInfo``); compute-instance profile IDs are asked
 of NVML for each instance, not assumed. Placements come from NVML itself
 (``nvmlDeviceGetGpuInstancePossiblePlacements_v2``). A profile the GPU or driver lacks is

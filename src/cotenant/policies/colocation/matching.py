@@ -16,8 +16,10 @@ or memory, so :func:`match_max_weight` decomposes it:
   almost nothing, or a small cluster in one group), the queue is asked again with the
   group's largest room; a pair that does not fit gets a prohibitive weight and is dropped
   if chosen, so every pair made fits (the hard memory limit). Jobs a group was offered but
-  did not take are offered to the next group first (while they fit its largest room), so
-  no GPU stays free while a job that fits it waits. A group costs O(block^2 (block +
+  did not take are offered to the next group first (while they fit its largest room)
+  instead of waiting for the next interval. The queue offers the largest jobs first, so a
+  GPU whose room only small jobs fit can still stay free for an interval while a small job
+  waits behind larger ones (the matching is a heuristic). A group costs O(block^2 (block +
   slack)), so an interval is linear in free GPUs.
 """
 

@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from cotenant.errors import InfeasibleError
+from cotenant.errors import InfeasibleError, InvalidLayoutError
 from cotenant.policies.partition.greedy import instance_counts, pack, solve_greedy
 from cotenant.policies.partition.milp import relaxation, solve_counts, solve_milp
 from cotenant.policies.partition.problem import (
@@ -78,7 +78,7 @@ def solve_auto(problem: PartitionProblem, time_limit: float = 10.0) -> Plan:
         try:
             plan = step()
             verify(problem, plan)  # a candidate that misses a demand is no candidate
-        except InfeasibleError:
+        except (InfeasibleError, InvalidLayoutError):
             continue
         bound = max(bound, plan.lower_bound)
         if plan.gpu_count < best.gpu_count:
