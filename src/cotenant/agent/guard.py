@@ -163,7 +163,7 @@ class LatencyGuard:
             over = [r for r in reports.values()
                     if r.since >= acted and r.p99_ms > s.threshold * r.slo_ms]
             offline = [r for r in records if r.spec.gpu == gpu and r.spec.role is Role.OFFLINE
-                       and r.status is Status.RUNNING]
+                       and r.status is Status.RUNNING and r.spec.mig_instance is None]
             if not over or not offline:
                 continue
             current = max(shares.get(gpu, 0), self.floor(gpu, now))

@@ -112,7 +112,7 @@ class ShareController:
         """An error unless the policy can judge online service ``spec`` (say, it knows its
         model): one it could not would be left out of every decision, and its GPU's offline
         co-runner would keep the SMs the service needs."""
-        if spec.role is not Role.ONLINE:
+        if spec.role is not Role.ONLINE or spec.mig_instance is not None:
             return
         probe = OnlineObservation(spec.model or spec.name, 0.0, spec.slo_ms)
         try:
@@ -135,6 +135,7 @@ class ShareController:
             store.event(now, NODE, "nvml error", detail=exc.one_line())
             return
         records = store.all()
+        records = [r for r in records if r.spec.mig_instance is None]  # MIG isolates the rest
         running = {r.spec.name for r in records
                    if r.spec.role is Role.ONLINE and r.status is Status.RUNNING}
         for name in set(self._samples) - running:

@@ -24,7 +24,8 @@ from cotenant.policies.colocation.contract import check_share_pct
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 _KEYS = {"name", "argv", "role", "gpu", "sm_share", "mem_limit_mib", "env", "model", "slo_ms",
-         "latency_metric"}
+         "latency_metric", "mig_instance"}
+_MIG_INSTANCE = re.compile(r"[1-7]g\.[0-9]{1,3}gb(\+me)?@[0-7]")
 _RESERVED_ENV = ("CUDA_MPS_", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 _METRIC_KEYS = {"url", "histogram", "unit", "labels"}
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -86,7 +87,11 @@ class LatencyMetric:
 @dataclass(frozen=True)
 class WorkloadSpec:
     """One workload. ``sm_share`` caps its MPS active-thread %; ``mem_limit_mib`` its pinned
-    device memory; ``model``/``slo_ms`` describe an online service to the share policy."""
+    device memory; ``model``/``slo_ms`` describe an online service to the share policy.
+    ``mig_instance`` (``"3g.20gb@4"``: profile and start) runs it on that MIG instance of a GPU
+    in MIG mode instead of on the whole GPU; the instance's own SMs and memory are its limits,
+    so it takes no MPS share or memory limit, and the share policy and the compute guard leave
+    it alone (the hardware isolates it)."""
 
     name: str
     argv: tuple[str, ...]
@@ -98,6 +103,7 @@ class WorkloadSpec:
     model: str = ""
     slo_ms: float = 100.0
     latency_metric: LatencyMetric | None = None
+    mig_instance: str | None = None
 
     @staticmethod
     def from_dict(data: object, where: str = "workload") -> WorkloadSpec:
@@ -132,9 +138,20 @@ class WorkloadSpec:
             if role is not Role.ONLINE:
                 raise InputError(f"{where}.latency_metric", "only an online service has one")
             metric = LatencyMetric.from_dict(metric, f"{where}.latency_metric")
+        instance = data.get("mig_instance")
+        if instance is not None:
+            if not isinstance(instance, str) or not _MIG_INSTANCE.fullmatch(instance):
+                raise InputError(f"{where}.mig_instance", f"{instance!r:.40} is not "
+                                 "<profile>@<start>", hint="e.g. 3g.20gb@4 (cotenant mig "
+                                 "layouts lists the placements)")
+            for key in ("sm_share", "mem_limit_mib"):
+                if data.get(key) is not None:
+                    raise InputError(f"{where}.{key}", "a MIG instance's own SMs and memory "
+                                     "limit it; MPS limits do not apply there")
         return WorkloadSpec(name, argv, role, gpu, share, mem, _env(data.get("env", {}), where),
                             _text(data.get("model", ""), f"{where}.model"),
-                            _slo(data.get("slo_ms", 100.0), f"{where}.slo_ms"), metric)
+                            _slo(data.get("slo_ms", 100.0), f"{where}.slo_ms"), metric,
+                            instance)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -144,6 +161,8 @@ class WorkloadSpec:
         }
         if self.latency_metric is not None:  # absent otherwise: an older agent reads the row
             out["latency_metric"] = self.latency_metric.to_dict()
+        if self.mig_instance is not None:
+            out["mig_instance"] = self.mig_instance
         return out
 
 

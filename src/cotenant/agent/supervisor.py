@@ -42,6 +42,7 @@ from cotenant.agent.backends.base import (
     XidEvent,
 )
 from cotenant.agent.faults import Backoff, FaultClass, asked_for, classify
+from cotenant.agent.mig_workloads import check_mig, mig_device
 from cotenant.agent.mps import MpsManager
 from cotenant.agent.pauses import Pauses
 from cotenant.agent.spec import Role, WorkloadSpec
@@ -98,12 +99,7 @@ class Supervisor:
         if active >= MAX_ACTIVE and (existing is None or existing.status.final):
             raise InputError(f"workload {spec.name!r}", f"this agent already runs {active} "
                              f"workloads, its limit", hint="stop some first")
-        if gpus[spec.gpu].mig_enabled:
-            raise InputError(f"workload {spec.name!r}.gpu",
-                             f"GPU {spec.gpu} is in MIG mode, and the agent places workloads on "
-                             "whole GPUs only (not on MIG instances, nor MPS inside one)",
-                             hint="run it on a GPU with MIG mode off, or start it yourself on "
-                                  "a MIG device (CUDA_VISIBLE_DEVICES=MIG-<uuid>)")
+        check_mig(self.backend, spec, gpus[spec.gpu].mig_enabled)
         total = gpus[spec.gpu].memory_total_mib
         if spec.mem_limit_mib is not None and spec.mem_limit_mib > total:
             raise InputError(f"workload {spec.name!r}.mem_limit_mib",
@@ -236,7 +232,8 @@ class Supervisor:
     def _check_mps(self, now: float) -> None:
         if not self.use_mps:
             return
-        gpus = {r.spec.gpu for r in self.store.all() if r.status.has_process}
+        gpus = {r.spec.gpu for r in self.store.all()  # MIG workloads run without MPS
+                if r.status.has_process and r.spec.mig_instance is None}
         for gpu in sorted(gpus):
             try:
                 if self.mps.healthy(gpu):
@@ -317,7 +314,9 @@ class Supervisor:
         share = record.share_pct if record.share_pct is not None else spec.sm_share
         env = dict(spec.env)
         try:
-            if self.use_mps:
+            if spec.mig_instance is not None:  # its instance alone, by UUID; no MPS there
+                env["CUDA_VISIBLE_DEVICES"] = mig_device(self.backend, spec).uuid
+            elif self.use_mps:
                 self.mps.ensure(spec.gpu)
                 env.update(self.mps.client_env(spec.gpu, share, spec.mem_limit_mib))
             else:

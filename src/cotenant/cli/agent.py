@@ -216,7 +216,9 @@ def status(
         console.width, title="GPUs", left=("model", "MIG"),
     ))
     workload_rows = [
-        [w["name"], w["role"], str(w["gpu"]), w["status"], str(w["pid"] or "-"),
+        [w["name"], w["role"],
+         f"{w['gpu']} {w['mig_instance']}" if w.get("mig_instance") else str(w["gpu"]),
+         w["status"], str(w["pid"] or "-"),
          str(w["restarts"]), str(w["applied_pct"] or "-"), w["last_exit"][:40]]
         for w in workloads
     ]
@@ -234,7 +236,8 @@ def submit(
     state_dir: StateDir = DEFAULT_STATE,
     token_file: TokenFile = None,
 ) -> None:
-    """Submit a workload spec (JSON: name, argv list, role, gpu, sm_share, mem_limit_mib, env)."""
+    """Submit a workload spec (JSON: name, argv list, role, gpu, sm_share, mem_limit_mib, env,
+    or mig_instance such as "3g.20gb@4" on a GPU in MIG mode)."""
     try:
         raw = spec_path.read_bytes()
     except OSError as exc:

@@ -71,9 +71,6 @@ class StubNvml:
     def nvmlDeviceGetName(self, h: int) -> str:
         return self.gpus[h].name
 
-    def nvmlDeviceGetUUID(self, h: int) -> str:
-        return f"GPU-stub-{h}"
-
     def nvmlDeviceGetMemoryInfo(self, h: int) -> Any:
         return SimpleNamespace(total=self.gpus[h].total_mib << 20, used=1 << 20)
 
@@ -128,8 +125,26 @@ class StubNvml:
     def nvmlGpuInstanceGetInfo(self, gi: int) -> Any:
         for gpu in self.gpus:
             if gi in gpu.instances:
-                return SimpleNamespace(placement=SimpleNamespace(start=gpu.instances[gi][1]))
+                return SimpleNamespace(id=gi % 50, placement=SimpleNamespace(
+                    start=gpu.instances[gi][1]))
         raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, h: int) -> int:
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h: int, slot: int) -> str:
+        made = sorted(self.gpus[h].instances)  # MIG devices in creation order, slots after
+        if slot >= len(made):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return f"mig:{h}:{made[slot]}"
+
+    def nvmlDeviceGetGpuInstanceId(self, mig: str) -> int:
+        return int(mig.split(":")[2]) % 50
+
+    def nvmlDeviceGetUUID(self, h: int | str) -> str:
+        if isinstance(h, str):
+            return f"MIG-stub-{h.split(':')[2]}"
+        return f"GPU-stub-{h}"
 
     def nvmlDeviceCreateGpuInstanceWithPlacement(self, h: int, profile_id: int,
                                                  place: Any) -> int:

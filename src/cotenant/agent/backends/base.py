@@ -57,6 +57,16 @@ class GpuInfo:
 
 
 @dataclass(frozen=True)
+class MigDevice:
+    """A MIG device (a GPU instance with its compute instance) that CUDA can be pointed at
+    with ``CUDA_VISIBLE_DEVICES=<uuid>``."""
+
+    gpu: int
+    placement: MigPlacement
+    uuid: str
+
+
+@dataclass(frozen=True)
 class XidEvent:
     """An XID error the driver reported on ``gpu`` at ``time`` (``pid`` where known)."""
 
@@ -141,6 +151,10 @@ class MigBackend(Protocol):
 
     def destroy_instance(self, gpu: int, placement: MigPlacement) -> None:
         """Destroy the compute instances and the GPU instance at ``placement``."""
+        ...
+
+    def mig_devices(self, gpu: int) -> list[MigDevice]:
+        """The MIG devices of ``gpu`` with their UUIDs, one per GPU instance."""
         ...
 
 

@@ -38,6 +38,7 @@ from cotenant.agent.backends.base import (
     DaemonConfig,
     GpuInfo,
     GpuProcess,
+    MigDevice,
     ProcessStatus,
     ProcState,
     XidEvent,
@@ -54,6 +55,7 @@ MSG_CUDA = "RuntimeError: CUDA error: an illegal memory access was encountered"
 MSG_MPS_FAULT = "RuntimeError: CUDA error: MPS client terminated by a fatal fault of another client"
 MSG_MPS_DOWN = "RuntimeError: CUDA error: MPS server is not ready (server terminated)"
 MSG_XID = "RuntimeError: CUDA error: unspecified launch failure"
+MSG_NO_DEVICE = "RuntimeError: CUDA error: no CUDA-capable device is detected"
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGKILL, signal.SIGQUIT, signal.SIGHUP}
 
 
@@ -81,6 +83,8 @@ class _Proc:
     started: float
     limit_mib: int | None
     mps_client: bool
+    instance: MigPlacement | None = None
+    """The MIG instance it runs on (``CUDA_VISIBLE_DEVICES=MIG-...``); None: the whole GPU."""
     alloc_mib: int = 0
     grown: bool = False
     util_pct: float = 0.0
@@ -207,6 +211,15 @@ class FakeNode:
         self._nvml_call("mig_layout")
         return MigLayout(tuple(self._mig_gpu(gpu).placements))
 
+    def mig_devices(self, gpu: int) -> list[MigDevice]:
+        self._nvml_call("mig_devices")
+        return [MigDevice(gpu, p, self.mig_uuid(gpu, p)) for p in self._mig_gpu(gpu).placements]
+
+    @staticmethod
+    def mig_uuid(gpu: int, placement: MigPlacement) -> str:
+        """The fake's UUID of a MIG device: one per GPU and placement."""
+        return f"MIG-fake-{gpu:04d}-{placement.profile.name}-{placement.start}"
+
     def possible_starts(self, gpu: int, profile: str) -> tuple[int, ...]:
         state = self._mig_gpu(gpu)
         geometry = self._geometry(state)
@@ -287,6 +300,13 @@ class FakeNode:
         proc = _Proc(self._next_pid, tuple(argv), dict(env), gpu, program, now, limit, client)
         proc.util_pct = program.util_pct
         self._procs[proc.pid] = proc
+        visible = env.get("CUDA_VISIBLE_DEVICES", "")
+        if visible.startswith("MIG-"):  # CUDA sees that instance only, or no device at all
+            found = [p for p in state.placements if self.mig_uuid(gpu, p) == visible]
+            if not found or not state.mig_enabled:
+                self._exit(proc, now, 1, MSG_NO_DEVICE)
+                return proc.pid
+            proc.instance = found[0]
         self._allocate(proc, program.mem_mib, now)
         return proc.pid
 
@@ -397,7 +417,11 @@ class FakeNode:
 
     def _allocate(self, proc: _Proc, mib: int, now: float) -> None:
         model_mib = self._gpus[proc.gpu].model.memory_mib or 0
-        others = sum(p.alloc_mib for p in self._alive(proc.gpu) if p is not proc)
+        peers = [p for p in self._alive(proc.gpu) if p is not proc]
+        if proc.instance is not None:  # a MIG instance has its own memory
+            model_mib = proc.instance.profile.memory_mib
+            peers = [p for p in peers if p.instance == proc.instance]
+        others = sum(p.alloc_mib for p in peers)
         wanted = proc.alloc_mib + mib
         if (proc.limit_mib is not None and wanted > proc.limit_mib) or others + wanted > model_mib:
             self._exit(proc, now, 1, MSG_OOM)

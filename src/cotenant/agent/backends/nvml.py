@@ -31,6 +31,7 @@ from cotenant.agent.backends.base import (
     DaemonConfig,
     GpuInfo,
     GpuProcess,
+    MigDevice,
     ProcessStatus,
     XidEvent,
 )
@@ -244,6 +245,9 @@ class NvmlNode:
 
     def mig_layout(self, gpu: int) -> MigLayout:
         return self._mig.mig_layout(gpu)
+
+    def mig_devices(self, gpu: int) -> list[MigDevice]:
+        return self._mig.mig_devices(gpu)
 
     def possible_starts(self, gpu: int, profile: str) -> tuple[int, ...]:
         return self._mig.possible_starts(gpu, profile)

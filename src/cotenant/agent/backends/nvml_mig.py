@@ -18,6 +18,7 @@ import ctypes
 from contextlib import suppress
 from typing import Any
 
+from cotenant.agent.backends.base import MigDevice
 from cotenant.agent.backends.nvml_lib import NOT_THERE, NvmlLib, map_nvml_error
 from cotenant.errors import CotenantError, InputError, PermanentError
 from cotenant.model.gpu import CATALOG
@@ -70,6 +71,32 @@ class NvmlMig:
                 with self.lib.call("nvmlGpuInstanceGetInfo"):
                     info = nv.nvmlGpuInstanceGetInfo(gi)
                 found.append((gi, MigPlacement(profile, int(info.placement.start))))
+        return found
+
+    def mig_devices(self, gpu: int) -> list[MigDevice]:
+        """Each MIG device's UUID, matched to its GPU instance's placement by the instance ID."""
+        nv, handle = self.lib.nv, self.lib.handle(gpu)
+        by_id: dict[int, MigPlacement] = {}
+        for gi, placement in self._instances(gpu):
+            with self.lib.call("nvmlGpuInstanceGetInfo"):
+                by_id[int(nv.nvmlGpuInstanceGetInfo(gi).id)] = placement
+        with self.lib.call("nvmlDeviceGetMaxMigDeviceCount"):
+            slots = int(nv.nvmlDeviceGetMaxMigDeviceCount(handle))
+        found: list[MigDevice] = []
+        for slot in range(slots):
+            try:
+                mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+            except nv.NVMLError as exc:
+                if int(exc.value) in NOT_THERE:  # an empty slot
+                    continue
+                raise map_nvml_error(int(exc.value), "nvmlDeviceGetMigDeviceHandleByIndex",
+                                     str(exc)) from exc
+            with self.lib.call("nvmlDeviceGetGpuInstanceId"):
+                gi_id = int(nv.nvmlDeviceGetGpuInstanceId(mig))
+            with self.lib.call("nvmlDeviceGetUUID"):
+                uuid = str(nv.nvmlDeviceGetUUID(mig))
+            if gi_id in by_id:
+                found.append(MigDevice(gpu, by_id[gi_id], uuid))
         return found
 
     def mig_layout(self, gpu: int) -> MigLayout:
