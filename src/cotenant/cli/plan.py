@@ -18,7 +18,7 @@ from cotenant.model.documents import loads_yaml
 from cotenant.model.serving import parse_spec
 from cotenant.perf.mig_profiles import ProfileTable, default_table, load_csv
 from cotenant.policies.partition import PARTITION
-from cotenant.policies.partition.export import to_json, to_mig_parted
+from cotenant.policies.partition.export import node_counts, to_json, to_mig_parted
 from cotenant.policies.partition.planner import DEFAULT_TIME_LIMIT, plan_spec
 from cotenant.policies.partition.reconfig import Reconfiguration, plan_steps
 from cotenant.report.html import write_report
@@ -72,6 +72,10 @@ def mig(
         Path | None, typer.Option("--mig-parted", callback=file_option,
                                   help="write a mig-parted config here")
     ] = None,
+    gpus_per_node: Annotated[
+        int | None, typer.Option(min=1, max=64, help="with --mig-parted: one config per "
+                                 "distinct node of this many GPUs, not per layout")
+    ] = None,
     current_path: Annotated[
         Path | None,
         typer.Option("--current", help="Deployment running today: adds safe reconfiguration steps"),
@@ -87,6 +91,9 @@ def mig(
     json_out: Annotated[bool, typer.Option("--json", help="print the plan as JSON")] = False,
 ) -> None:
     """Plan MIG layouts and instance assignments for a ServingPlan spec."""
+    if gpus_per_node is not None and mig_parted is None:
+        raise InputError("--gpus-per-node", "shapes the --mig-parted config, and none is "
+                         "written", hint="add --mig-parted FILE")
     spec = parse_spec(_load_yaml(spec_path), str(spec_path))
     current = spec.current
     if current_path is not None:
@@ -116,9 +123,11 @@ def mig(
         save.write_text(yaml.safe_dump(deployment_document(planned), sort_keys=False), "utf-8")
     if mig_parted is not None:
         mig_parted.write_text(
-            yaml.safe_dump(to_mig_parted(plan, spec.gpu.name), sort_keys=False),
+            yaml.safe_dump(to_mig_parted(plan, spec.gpu.name, gpus_per_node), sort_keys=False),
             encoding="utf-8",
         )
+        if gpus_per_node is not None:  # which label goes on how many nodes
+            data["mig_parted_nodes"] = node_counts(plan, gpus_per_node)
     if out is not None:
         _write_report(out, data, planned, spec.gpu.name)
     if json_out:
@@ -141,6 +150,8 @@ def mig(
     for row in data["services"]:
         services.add_row(row["name"], f"{row['demand_rps']:.1f}", f"{row['capacity_rps']:.1f}")
     console.print(services)
+    for name, count in data.get("mig_parted_nodes", {}).items():
+        console.print(f"label {count} node(s) nvidia.com/mig.config={name}")
     if change is not None:
         steps = Table(title=f"reconfiguration ({change.drained} GPUs drained)")
         steps.add_column("#", justify="right")

@@ -197,3 +197,37 @@ def test_out_writes_plan_picture_and_report(
     data = json.loads((tmp_path / "r" / "plan.json").read_text(encoding="utf-8"))
     assert data["gpus"] >= 1
     assert "layouts.png" in (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
+
+
+def test_mig_parted_per_node_covers_every_planned_gpu(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_yaml = tmp_path / "mig.yaml"
+    code, out, _ = run(capsys, "plan", "mig", str(EXAMPLE), "--json", "--mig-parted",
+                       str(out_yaml), "--gpus-per-node", "4")
+    assert code == 0
+    data = json.loads(out)
+    nodes = data["mig_parted_nodes"]
+    assert sum(nodes.values()) == -(-data["gpus"] // 4)  # every planned GPU on some node
+    configs = yaml.safe_load(out_yaml.read_text())["mig-configs"]
+    assert set(configs) == set(nodes)
+    geometry = CATALOG.get("A100-40GB").mig
+    assert geometry is not None
+    planned: dict[str, int] = {}
+    for name, selections in configs.items():
+        devices = sorted(d for sel in selections for d in sel["devices"])
+        assert devices == [0, 1, 2, 3]  # each device of a node gets exactly one layout
+        for sel in selections:
+            if not sel["mig-enabled"]:
+                continue
+            names = [n for n, c in sel["mig-devices"].items() for _ in range(c)]
+            layout = str(sorted(geometry.parse(",".join(names)).profile_counts().items()))
+            planned[layout] = planned.get(layout, 0) + len(sel["devices"]) * nodes[name]
+    expected: dict[str, int] = {}
+    for layout, count in data["layouts"].items():
+        key = str(sorted(geometry.parse(layout).profile_counts().items()))
+        expected[key] = expected.get(key, 0) + count
+    assert planned == expected  # the nodes hold exactly the plan's layouts
+    code, _, err = run(capsys, "plan", "mig", str(EXAMPLE), "--gpus-per-node", "4")
+    assert code == 2
+    assert "--mig-parted" in err

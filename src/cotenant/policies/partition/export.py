@@ -5,7 +5,13 @@ config is a list of device selections with ``mig-enabled`` and a ``mig-devices``
 profile. We emit one config per distinct layout of the plan (named ``cotenant-<n>``), each
 with a ``device-filter`` of the GPU model's PCI device IDs where we know them (from
 mig-parted's default config, ../shared/reference/mig.md), so a node labelled
-``nvidia.com/mig.config=cotenant-0`` gets that layout from the GPU operator.
+``nvidia.com/mig.config=cotenant-0`` gets that layout from the GPU operator on all its GPUs.
+
+A node whose GPUs need different layouts cannot be described that way. With
+``gpus_per_node`` the plan's GPUs are packed onto nodes of that many GPUs (like layouts
+together) and each distinct node gets one config (``cotenant-node-<n>``) that gives every
+device index its own layout; a node's unused GPUs get MIG mode off. :func:`node_counts` says
+how many nodes take each config.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from cotenant.errors import InputError
 from cotenant.model.mig import MigLayout
 from cotenant.policies.partition.problem import PartitionProblem, Plan, served
 
@@ -28,8 +35,11 @@ def layout_key(layout: MigLayout) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(layout.profile_counts().items()))
 
 
-def to_mig_parted(plan: Plan, gpu_model: str) -> dict[str, Any]:
-    """A mig-parted config document with one named config per distinct layout."""
+def to_mig_parted(plan: Plan, gpu_model: str, gpus_per_node: int | None = None) -> dict[str, Any]:
+    """A mig-parted config document with one named config per distinct layout, or with
+    ``gpus_per_node`` one per distinct node (see the module docstring)."""
+    if gpus_per_node is not None:
+        return _per_node(plan, gpu_model, gpus_per_node)
     configs: dict[str, Any] = {}
     seen: dict[tuple[tuple[str, int], ...], str] = {}
     for gpu in plan.gpus:
@@ -43,6 +53,47 @@ def to_mig_parted(plan: Plan, gpu_model: str) -> dict[str, Any]:
             selection["device-filter"] = list(DEVICE_FILTERS[gpu_model])
         selection["mig-devices"] = dict(key)
         configs[name] = [selection]
+    return {"version": "v1", "mig-configs": configs}
+
+
+def node_layouts(plan: Plan, gpus_per_node: int) -> list[tuple[tuple[tuple[str, int], ...], ...]]:
+    """The plan's GPUs packed onto nodes of ``gpus_per_node``: per node, each device's
+    layout (like layouts on consecutive devices, so fewer distinct nodes)."""
+    if gpus_per_node < 1:
+        raise InputError("gpus per node", f"{gpus_per_node} must be at least 1")
+    keys = sorted((layout_key(g.layout) for g in plan.gpus), key=lambda k: (-len(k), k))
+    return [tuple(keys[i:i + gpus_per_node]) for i in range(0, len(keys), gpus_per_node)]
+
+
+def node_counts(plan: Plan, gpus_per_node: int) -> dict[str, int]:
+    """How many nodes take each ``cotenant-node-<n>`` config of :func:`to_mig_parted`."""
+    names: dict[tuple[tuple[tuple[str, int], ...], ...], str] = {}
+    counts: dict[str, int] = {}
+    for node in node_layouts(plan, gpus_per_node):
+        name = names.setdefault(node, f"cotenant-node-{len(names)}")
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _per_node(plan: Plan, gpu_model: str, gpus_per_node: int) -> dict[str, Any]:
+    configs: dict[str, Any] = {}
+    seen: set[tuple[tuple[tuple[str, int], ...], ...]] = set()
+    for node in node_layouts(plan, gpus_per_node):
+        if node in seen:
+            continue
+        seen.add(node)
+        selections: list[dict[str, Any]] = []
+        for key in dict.fromkeys(node):  # each distinct layout, in device order
+            selection: dict[str, Any] = {
+                "devices": [i for i, k in enumerate(node) if k == key], "mig-enabled": True}
+            if gpu_model in DEVICE_FILTERS:
+                selection["device-filter"] = list(DEVICE_FILTERS[gpu_model])
+            selection["mig-devices"] = dict(key)
+            selections.append(selection)
+        if len(node) < gpus_per_node:  # a node the plan does not fill
+            selections.append({"devices": list(range(len(node), gpus_per_node)),
+                               "mig-enabled": False})
+        configs[f"cotenant-node-{len(seen) - 1}"] = selections
     return {"version": "v1", "mig-configs": configs}
 
 
