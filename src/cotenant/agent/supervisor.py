@@ -57,6 +57,9 @@ MAX_ACTIVE = 256
 """Workloads an agent runs or keeps pending at once: far more than a node's GPUs can share,
 and few enough that every tick (which reads them all) stays fast."""
 
+MIG_WAIT_S = 10.0
+"""Seconds before a workload whose MIG instance is missing tries to start again."""
+
 class Supervisor:
     """Reconciles the workloads in ``store`` with the processes on ``backend``."""
 
@@ -315,7 +318,10 @@ class Supervisor:
         env = dict(spec.env)
         try:
             if spec.mig_instance is not None:  # its instance alone, by UUID; no MPS there
-                env["CUDA_VISIBLE_DEVICES"] = mig_device(self.backend, spec).uuid
+                try:
+                    env["CUDA_VISIBLE_DEVICES"] = mig_device(self.backend, spec).uuid
+                except InputError as exc:  # being remade (mig-parted destroys, then creates)
+                    raise TemporaryError(exc.one_line(), delay_s=MIG_WAIT_S) from exc
             elif self.use_mps:
                 self.mps.ensure(spec.gpu)
                 env.update(self.mps.client_env(spec.gpu, share, spec.mem_limit_mib))
@@ -331,5 +337,6 @@ class Supervisor:
             self.store.event(now, spec.name, "start failed", detail=exc.one_line())
             self.store.update(record, status=Status.FAILED, last_exit=exc.one_line(), since=now)
             return
-        self.store.event(now, spec.name, "started", detail=f"pid {pid} share {share}")
+        where = f"MIG {spec.mig_instance}" if spec.mig_instance else f"share {share}"
+        self.store.event(now, spec.name, "started", detail=f"pid {pid} {where}")
         self.store.update(record, status=Status.RUNNING, pid=pid, applied_pct=share, since=now)

@@ -14,6 +14,7 @@ from cotenant.agent.mig import MigManager
 from cotenant.agent.service import AgentService
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.agent.state import Status
+from cotenant.agent.supervisor import MIG_WAIT_S
 from cotenant.errors import InputError
 from cotenant.policies.colocation.share import FixedShare
 
@@ -58,7 +59,8 @@ def test_a_workload_runs_on_its_instance_by_uuid(tmp_path: Path) -> None:
         assert record.status is Status.RUNNING
         assert record.pid is not None
         env = node.env_of(record.pid)
-        assert env["CUDA_VISIBLE_DEVICES"] == f"MIG-fake-0000-{instance.replace('@', '-')}"
+        uuid = {str(d.placement): d.uuid for d in node.mig_devices(0)}[instance]
+        assert env["CUDA_VISIBLE_DEVICES"] == uuid
         assert not [k for k in env if k.startswith("CUDA_MPS_")]  # no MPS inside MIG
     for _ in range(5):  # the share policy and the guard leave a MIG GPU alone
         clock.advance(30.0)
@@ -103,3 +105,28 @@ def test_nvml_lists_mig_devices_with_their_uuids(tmp_path: Path) -> None:
     assert sorted(str(d.placement) for d in devices) == sorted(str(p) for p in made)
     assert all(d.uuid.startswith("MIG-") for d in devices)
     assert len({d.uuid for d in devices}) == 2
+
+
+def test_an_instance_being_remade_defers_the_start(tmp_path: Path) -> None:
+    agent, node, clock = mig_agent(tmp_path)
+    agent.supervisor.submit(spec("web", "online", mig_instance="3g.20gb@4", model="resnet50"),
+                            clock())
+    three = next(d for d in node.mig_devices(0) if str(d.placement) == "3g.20gb@4")
+    node.destroy_instance(0, three.placement)  # as mig-parted does, before creating it again
+    clock.advance(1.0)
+    agent.tick()
+    record = agent.store.get("web")
+    assert record is not None
+    assert record.status is not Status.FAILED  # deferred, not failed for good
+    assert record.pid is None
+    node.create_instance(0, "3g.20gb", 4)
+    for _ in range(3):
+        clock.advance(MIG_WAIT_S)
+        agent.tick()
+    record = agent.store.get("web")
+    assert record is not None
+    assert record.status is Status.RUNNING
+    assert record.pid is not None
+    remade = next(d for d in node.mig_devices(0) if str(d.placement) == "3g.20gb@4")
+    assert remade.uuid != three.uuid  # a remade instance has a new UUID, read at the start
+    assert node.env_of(record.pid)["CUDA_VISIBLE_DEVICES"] == remade.uuid

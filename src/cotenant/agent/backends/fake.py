@@ -111,6 +111,7 @@ class _Gpu:
     model: GpuModel
     mig_enabled: bool
     placements: list[MigPlacement] = field(default_factory=list)
+    uuids: dict[MigPlacement, str] = field(default_factory=dict)  # a new one per creation
     daemon: DaemonConfig | None = None
     mps_faulted: bool = False
 
@@ -213,12 +214,8 @@ class FakeNode:
 
     def mig_devices(self, gpu: int) -> list[MigDevice]:
         self._nvml_call("mig_devices")
-        return [MigDevice(gpu, p, self.mig_uuid(gpu, p)) for p in self._mig_gpu(gpu).placements]
-
-    @staticmethod
-    def mig_uuid(gpu: int, placement: MigPlacement) -> str:
-        """The fake's UUID of a MIG device: one per GPU and placement."""
-        return f"MIG-fake-{gpu:04d}-{placement.profile.name}-{placement.start}"
+        state = self._mig_gpu(gpu)
+        return [MigDevice(gpu, p, state.uuids[p]) for p in state.placements]
 
     def possible_starts(self, gpu: int, profile: str) -> tuple[int, ...]:
         state = self._mig_gpu(gpu)
@@ -243,6 +240,8 @@ class FakeNode:
             )
         placement = MigPlacement(prof, start)
         state.placements.append(placement)
+        self._next_pid += 1  # one counter for pids and UUIDs: a remade instance gets a new one
+        state.uuids[placement] = f"MIG-fake-{gpu:04d}-{placement}-{self._next_pid}"
         return placement
 
     def destroy_instance(self, gpu: int, placement: MigPlacement) -> None:
@@ -302,7 +301,7 @@ class FakeNode:
         self._procs[proc.pid] = proc
         visible = env.get("CUDA_VISIBLE_DEVICES", "")
         if visible.startswith("MIG-"):  # CUDA sees that instance only, or no device at all
-            found = [p for p in state.placements if self.mig_uuid(gpu, p) == visible]
+            found = [p for p in state.placements if state.uuids.get(p) == visible]
             if not found or not state.mig_enabled:
                 self._exit(proc, now, 1, MSG_NO_DEVICE)
                 return proc.pid

@@ -12,10 +12,9 @@ value); where GPM is unsupported it is ``None``. GPU utilisation is ``None`` whe
 not report it: on a GPU in MIG mode ``nvmlDeviceGetUtilizationRates`` is not supported.
 Per-process SM utilisation is the newest of NVML's buffered samples for each process.
 
-Not done by this backend (said here so nobody relies on it): it does not enumerate MIG
-devices (``MIG-<uuid>``) or start MPS daemons per MIG instance, so a workload runs on a whole
-GPU by index (with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so CUDA's index is NVML's), and the
-supervisor refuses a workload on a GPU in MIG mode.
+A workload on a whole GPU is placed by index (with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so
+CUDA's index is NVML's); one on a MIG instance by the MIG device's UUID (``mig_devices``).
+Not done (said here so nobody relies on it): MPS daemons per MIG instance.
 """
 
 from __future__ import annotations
