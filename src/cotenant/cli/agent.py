@@ -21,6 +21,7 @@ from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import BACKEND_NAMES, cgroup_start, open_backend
 from cotenant.agent.guard import GuardSettings
 from cotenant.agent.latency import SCRAPE_INTERVAL_S
+from cotenant.agent.mig import MigManager
 from cotenant.agent.service import AgentService
 from cotenant.agent.share import SHARE_POLICIES
 from cotenant.agent.spec import WorkloadSpec
@@ -51,6 +52,11 @@ Url = Annotated[str, typer.Option(help="the agent's API")]
 def run(
     backend: Annotated[str, typer.Option(help=f"one of: {', '.join(BACKEND_NAMES)}")] = "nvml",
     gpus: Annotated[str, typer.Option(help="fake backend: MODEL:COUNT")] = "A100-40GB:4",
+    fake_mig: Annotated[
+        str | None, typer.Option(help="fake backend: every GPU in MIG mode with this layout "
+                                 "(e.g. 3g.20gb,2g.10gb,1g.5gb,1g.5gb), to try workloads "
+                                 "with a mig_instance")
+    ] = None,
     state_dir: StateDir = DEFAULT_STATE,
     listen: Annotated[str, typer.Option(help="HOST:PORT of the API")] = "127.0.0.1:8470",
     token_file: TokenFile = None,
@@ -112,8 +118,16 @@ def run(
     if cgroups_ is not None and backend != "nvml":
         raise InputError("--cgroups", f"is a setting of the nvml backend, not {backend!r}",
                          hint="leave it out")
+    if fake_mig is not None and backend != "fake":
+        raise InputError("--fake-mig", f"is a setting of the fake backend, not {backend!r}",
+                         hint="on a real node: cotenant mig apply")
     root = cgroup_start.open_root(cgroups_ or "auto", state_dir) if backend == "nvml" else None
-    node = open_backend(backend, gpus=gpus, state_dir=state_dir, cgroup_root=root)
+    node = open_backend(backend, gpus=gpus, state_dir=state_dir, cgroup_root=root,
+                        fake_mig=fake_mig is not None)
+    if fake_mig is not None:
+        manager = MigManager(node)
+        for info in node.gpus():
+            manager.apply(info.index, fake_mig)
     service = AgentService(node, state_dir, policy, share_window_s=share_window_s,
                            scrape_interval_s=scrape_interval_s, guard=guard)
     try:
@@ -134,6 +148,9 @@ def run(
         typer.echo(f"cotenant agent: {backend} backend, {len(node.gpus())} GPUs, API on "
                    f"http://{shown}:{server.server_address[1]} (token in "
                    f"{token_file or state_dir / 'token'}), state in {state_dir}")
+        if fake_mig is not None:
+            typer.echo(f"cotenant agent: every GPU in MIG mode with {fake_mig}; a workload "
+                       "names its instance in mig_instance")
         if backend == "nvml":
             typer.echo("cotenant agent: workload processes found by "
                        + (f"their cgroup below {root}" if root else "process group and token"))

@@ -276,3 +276,21 @@ def test_the_dynamic_share_policy_takes_a_floor() -> None:
     assert default.online_share(idle) < 60
     assert floored.online_share(idle) == 60
     assert share_policy_of("static", 40, None).online_share(idle) == 40
+
+
+def test_agent_run_fake_in_mig_mode(capsys: Capsys, tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "agent", "run", "--backend", "fake", "--gpus", "A100-40GB:2",
+                       "--fake-mig", "3g.20gb,2g.10gb,1g.5gb,1g.5gb", "--state-dir",
+                       str(tmp_path), "--listen", "127.0.0.1:0", "--interval", "0.01",
+                       "--ticks", "2")
+    assert code == 0
+    assert "every GPU in MIG mode with 3g.20gb,2g.10gb,1g.5gb,1g.5gb" in out
+    code, _, err = run(capsys, "agent", "run", "--backend", "fake", "--fake-mig", "9g.99gb",
+                       "--state-dir", str(tmp_path / "b"), "--listen", "127.0.0.1:0",
+                       "--ticks", "1")
+    assert code == 2
+    assert "9g.99gb" in assert_one_error_line(err)
+    code, _, err = run(capsys, "agent", "run", "--backend", "nvml", "--fake-mig", "7g.40gb",
+                       "--state-dir", str(tmp_path / "c"), "--ticks", "1")
+    assert code == 2
+    assert "--fake-mig" in assert_one_error_line(err)
