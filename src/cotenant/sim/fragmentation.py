@@ -170,7 +170,8 @@ def run_fragmentation(
         arrived[i] = demand
         used[i] = allocated
         if 100 * demand >= next_pct * capacity:
-            frag_pct.append(next_pct)
+            frag_pct.append(100 * demand // capacity)  # where it was measured: a large pod
+            # can pass several percent at once
             frag_val.append(frag.total())
             next_pct = 100 * demand // capacity + 1
     return FragmentationRun(

@@ -113,6 +113,27 @@ def test_frag_measure_by_hand() -> None:
     assert model.node_frag(free, np.array([0]), np.array([0]))[0] == frag[0]
 
 
+def test_a_nodes_fragmentation_does_not_depend_on_its_batch() -> None:
+    """F_n of a node is the same, bit for bit, scored alone or beside other nodes: the cached
+    placer rescoring a few nodes must agree with a full rescoring of all of them."""
+    rng = np.random.default_rng(7)
+    nodes = [Node(f"n{i}", 64_000, 256_000, 8, CATALOG.get("V100-16GB")) for i in range(60)]
+    cluster = Cluster(nodes)
+    milli = rng.integers(1, 1000, 23)
+    shapes = tuple(PodShape(int(c), 0, int(g), int(m)) for c, g, m in
+                   zip(rng.integers(0, 16_000, 23), rng.integers(0, 3, 23), milli, strict=True))
+    weights = rng.random(23)
+    typical = TypicalPods(shapes, tuple(float(w) for w in weights / weights.sum()), 1.0)
+    model = FragModel(typical, cluster)
+    free = rng.integers(0, 11, (60, 8)) * 100
+    cpu = rng.integers(0, 64_000, 60)
+    every = np.arange(60)
+    batch = model.node_frag(free, cpu, every)
+    alone = np.array([model.node_frag(free[i:i + 1], cpu[i:i + 1], every[i:i + 1])[0]
+                      for i in range(60)])
+    assert np.array_equal(batch, alone)
+
+
 def test_typical_pods_cover_threshold() -> None:
     shapes = [PodShape(1, 0, 1, 500)] * 6 + [PodShape(2, 0, 0, 0)] * 3 + [PodShape(3, 0, 1, 1000)]
     typical = TypicalPods.from_shapes(shapes, 0.9)

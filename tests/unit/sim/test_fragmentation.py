@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cotenant.model.cluster import Cluster, ClusterState
-from cotenant.model.workload import Pod, PodShape
+from cotenant.model.gpu import CATALOG
+from cotenant.model.workload import Node, Pod, PodShape
 from cotenant.policies.placement import PLACEMENT
 from cotenant.sim.experiment import run_matrix, summarise
 from cotenant.sim.fragmentation import FragmentationConfig, arrival_order, run_fragmentation
@@ -142,3 +143,12 @@ def test_fidelity_on_openb_default(openb_dir) -> None:  # type: ignore[no-untype
     runs = run_matrix(cluster, pods, list(PUBLISHED), [42, 43, 44], workers=2)
     for s in summarise(runs, 100):
         assert abs(s.alloc_mean - PUBLISHED[s.policy]) < 1.0, (s.policy, s.alloc_mean)
+
+
+def test_a_fragmentation_sample_is_filed_where_it_was_measured() -> None:
+    # one 2-GPU node; each pod moves demand by 30%, past several percent at once
+    cluster = Cluster([Node("n0", 64000, 262144, 2, CATALOG.get("T4"))])
+    pods = [Pod(f"p{i}", PodShape(1000, 1000, 1, 600)) for i in range(4)]
+    run = run_fragmentation(cluster, pods, "fgd", 0)
+    assert (100 * run.arrived_milli // run.capacity_milli).tolist() == [30, 60, 90, 120]
+    assert run.frag_percent.tolist() == [30, 60, 90, 120]  # was [0, 31, 61, 91]

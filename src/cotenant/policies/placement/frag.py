@@ -109,7 +109,9 @@ class FragModel:
             access = access[:, None, :]
         satisfied = (fit_count >= self.count) & cpu_ok & access
         frag = np.where(satisfied, small, idle[..., None])
-        result: FloatArray = frag @ self.freq
+        # a row sum, not a matrix product: BLAS rounds by the batch's shape, so a node's F_n
+        # (and a score at an exact delta of 0) would depend on which nodes share the batch
+        result: FloatArray = (frag * self.freq).sum(axis=-1)
         return result
 
     def node_frag(self, free: IntArray, cpu_left: IntArray, nodes: IntArray) -> FloatArray:
