@@ -180,3 +180,11 @@ def test_random_policy_is_seeded() -> None:
     again = [int(policy.score(state, shape, nodes, np.random.default_rng(3)).score.argmax())
              for _ in range(5)]
     assert first == again
+
+
+def test_gpu_clustering_truncates_as_the_artifact_on_a_16_gpu_node() -> None:
+    state = ClusterState(Cluster([Node("big", 256_000, 10**6, 16, CATALOG.get("A100-80GB"))]))
+    shape = PodShape(1000, 1000, 1, 500)
+    state.allocate(shape, 0, (0,))  # idle 15,500 milli: 25 * (8000 - 15500) / 8000 = -23.4
+    _, scored = scores("gpu-clustering", state, shape)
+    assert scored.score[0] == -23 + 75  # Go truncates toward zero; a floor would give -24

@@ -76,7 +76,10 @@ class GpuClusteringPolicy(PlacementPolicy):
         total = kinds.sum(axis=1)
         others = total - kinds[:, pod_kind(shape)] > 0
         bonus = np.where(mine, np.where(others, 50, 75), np.where(total == 0, 25, 0))
-        base = (25 * (MAX_SPEC_GPU - idle_milli(state, nodes))) // MAX_SPEC_GPU
+        # the artifact's Go integer division truncates toward zero; // floors, which differs
+        # when a node with more than 8 GPUs makes the numerator negative
+        base = np.trunc(25 * (MAX_SPEC_GPU - idle_milli(state, nodes)) / MAX_SPEC_GPU)
+        base = base.astype(np.int64)
         gpu = (
             best_fit_gpu(state.gpu_free[nodes], shape.gpu_milli)
             if shape.fractional
