@@ -11,7 +11,8 @@ import pytest
 from cotenant.errors import InvalidLayoutError
 from cotenant.model.deployment import GpuPlan
 from cotenant.model.gpu import CATALOG
-from cotenant.policies.partition import PARTITION, PartitionProblem, verify
+from cotenant.policies.partition import PARTITION, PartitionProblem, Plan, verify
+from cotenant.policies.partition.export import layout_key, node_counts, node_layouts
 from cotenant.policies.partition.problem import TOLERANCE, demand_left
 from cotenant.policies.partition.reconfig import floor_of
 
@@ -99,3 +100,16 @@ def test_the_whole_gpu_baseline_bound_allows_for_its_credit() -> None:
     assert (mig.gpu_count, whole.gpu_count) == (11, 10)
     assert whole.lower_bound <= whole.gpu_count
     assert whole.lower_bound <= 10  # the MIG bound (11) is no bound for whole GPUs
+
+
+def test_nodes_get_the_same_mix_so_few_configs() -> None:
+    assert GEOMETRY is not None
+    mixed = GpuPlan(GEOMETRY.parse("3g.20gb,4g.20gb"), ())
+    whole = GpuPlan(GEOMETRY.parse("7g.40gb"), ())
+    plan = Plan("test", (mixed,) * 3 + (whole,) * 3, 0, False, 0.0)
+    assert node_counts(plan, 2) == {"cotenant-node-0": 3}  # three alike (mixed, whole) nodes
+    assert sum(node_counts(plan, 4).values()) == 2
+    assert node_counts(plan, 1) == {"cotenant-node-0": 3, "cotenant-node-1": 3}
+    nodes = node_layouts(plan, 4)
+    assert sorted(k for node in nodes for k in node) == sorted(
+        [layout_key(mixed.layout)] * 3 + [layout_key(whole.layout)] * 3)

@@ -8,9 +8,10 @@ mig-parted's default config, ../shared/reference/mig.md), so a node labelled
 ``nvidia.com/mig.config=cotenant-0`` gets that layout from the GPU operator on all its GPUs.
 
 A node whose GPUs need different layouts cannot be described that way. With
-``gpus_per_node`` the plan's GPUs are packed onto nodes of that many GPUs (like layouts
-together) and each distinct node gets one config (``cotenant-node-<n>``) that gives every
-device index its own layout; a node's unused GPUs get MIG mode off. :func:`node_counts` says
+``gpus_per_node`` the plan's GPUs are dealt onto nodes of that many GPUs (every node about
+the same mix, so most nodes share a config) and each distinct node gets one config
+(``cotenant-node-<n>``) that gives every device index its own layout; a node's unused GPUs
+get MIG mode off. :func:`node_counts` says
 how many nodes take each config.
 """
 
@@ -57,12 +58,18 @@ def to_mig_parted(plan: Plan, gpu_model: str, gpus_per_node: int | None = None) 
 
 
 def node_layouts(plan: Plan, gpus_per_node: int) -> list[tuple[tuple[tuple[str, int], ...], ...]]:
-    """The plan's GPUs packed onto nodes of ``gpus_per_node``: per node, each device's
-    layout (like layouts on consecutive devices, so fewer distinct nodes)."""
+    """The plan's GPUs packed onto nodes of ``gpus_per_node``: per node, each device's layout.
+    The layouts are dealt round-robin, so every node gets about the same mix and most nodes
+    are alike (one config); like layouts sit on consecutive devices."""
     if gpus_per_node < 1:
         raise InputError("gpus per node", f"{gpus_per_node} must be at least 1")
-    keys = sorted((layout_key(g.layout) for g in plan.gpus), key=lambda k: (-len(k), k))
-    return [tuple(keys[i:i + gpus_per_node]) for i in range(0, len(keys), gpus_per_node)]
+    keys = sorted((layout_key(g.layout) for g in plan.gpus), key=_layout_order)
+    nodes = -(-len(keys) // gpus_per_node)
+    return [tuple(sorted(keys[i::nodes], key=_layout_order)) for i in range(nodes)]
+
+
+def _layout_order(key: tuple[tuple[str, int], ...]) -> tuple[int, tuple[tuple[str, int], ...]]:
+    return -len(key), key
 
 
 def node_counts(plan: Plan, gpus_per_node: int) -> dict[str, int]:
