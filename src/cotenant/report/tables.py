@@ -34,7 +34,7 @@ def summary_rows(summary: Sequence[PolicySummary]) -> list[list[str]]:
             s.policy,
             str(s.seeds),
             *(_fixed(v, 2) for v in (s.alloc_mean, s.alloc_std, s.alloc_final, s.frag_mean)),
-            f"{s.failed_pods:.0f}",
+            _fixed(s.failed_pods, 1),  # a mean over seeds, as the JSON has it
         ]
         for s in summary
     ]

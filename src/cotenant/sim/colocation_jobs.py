@@ -36,7 +36,7 @@ def offline_jobs(
             continue
         life = pod.duration
         if life is None or life <= 0:
-            rejected["offline pod without a lifetime"] += pod.shape.num_gpu
+            rejected["offline pod without a lifetime"] += 1
             continue
         share = pod.shape.gpu_milli / MILLI_PER_GPU if pod.shape.fractional else 1.0
         for _ in range(pod.shape.num_gpu):

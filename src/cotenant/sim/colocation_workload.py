@@ -220,6 +220,9 @@ def build_workload(
     gpu_mem_all = _gpu_memory(cluster)
     order = rng.permutation(len(gpu_mem_all))
     online = [p for p in pods if p.qos is Qos.LS and p.shape.num_gpu > 0]
+    other = sum(1 for p in pods if p.shape.num_gpu > 0 and p.qos not in (Qos.LS, Qos.BE))
+    if other:  # MuxFlow's online services are LS, its offline jobs BE: these are neither
+        rejected["GPU pod neither LS nor BE (Burstable, Guaranteed)"] = other
     inst_milli = np.array(
         [p.shape.gpu_milli if p.shape.fractional else MILLI_PER_GPU
          for p in online for _ in range(p.shape.num_gpu)], dtype=np.float64,
@@ -289,7 +292,7 @@ def synthetic_workload(
     while online < min(gpus, cluster.total_gpus):
         for pod in generate_pods(params, max(256, 2 * gpus), rng):
             if pod.qos is Qos.LS and pod.shape.num_gpu > 0:
-                if online >= gpus:
+                if online + pod.shape.num_gpu > gpus:  # exactly ``gpus``: no overshoot
                     continue
                 online += pod.shape.num_gpu
             pods.append(pod)

@@ -94,10 +94,14 @@ def summarise(runs: Sequence[FragmentationRun], at_percent: int = 100) -> list[P
 
 
 def frag_at(run: FragmentationRun, percent: int) -> float:
-    """Fragmented share (%) of GPU capacity at the sample nearest ``percent``% demand."""
+    """Fragmented share (%) of GPU capacity at the sample nearest ``percent``% demand; NaN,
+    as :meth:`FragmentationRun.alloc_at`, when no sample was taken within 1% of it."""
     if run.frag_percent.size == 0:
         return float("nan")
-    i = int(np.abs(run.frag_percent - percent).argmin())
+    distance = np.abs(run.frag_percent - percent)
+    i = int(distance.argmin())
+    if distance[i] > 1:
+        return float("nan")
     return 100.0 * float(run.frag_milli[i]) / run.capacity_milli
 
 

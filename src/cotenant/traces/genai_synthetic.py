@@ -14,8 +14,11 @@ on disk, at any scale. The generator is deliberately simple; what it reproduces,
   unknown), interpolated linearly and circularly. The time of day changes *how often* a pod
   is busy, not how hard: ``P(z > c_t) = (1 - zero_share) * D(t)``, and each busy burst is
   scaled so the expected load at ``t`` is ``mean * D(t)``. (Scaling the heights by ``D``
-  instead overshoots the real 99th percentile by a third.) The overall idle share is
-  ``zero_share``;
+  instead overshoots the real 99th percentile by a third.) ``D`` is rescaled to average 1
+  over the generated horizon, so every horizon has the mean load ``mean``: over whole days
+  this changes nothing, and a run shorter than a day gets the shape of its hours at the
+  day's mean level, not the level of those hours (the fit depends on it: the real trace
+  covers 22.8 h). The overall idle share is ``zero_share``;
 * **autocorrelation**: the latent AR(1) coefficient is fitted by bisection so that the
   generated series have the real pooled lag-1 autocorrelation (of deviations from each
   series' mean), generated with a fixed seed so the fit is deterministic;

@@ -123,7 +123,9 @@ def test_real_openb_and_genai_inputs_run_an_hour(openb_dir: Path) -> None:
         source.cluster, source.pods, series, np.random.default_rng(0), intervals=60
     )
     assert work.gpus == 4229  # one online GPU per GPU of each LS pod
-    assert work.rejected == {"offline pod without a lifetime": 1}
+    # every GPU pod is online (LS), offline (BE) or counted: 105 Burstable/Guaranteed pods
+    assert work.rejected == {"offline pod without a lifetime": 1,
+                             "GPU pod neither LS nor BE (Burstable, Guaranteed)": 105}
     run = run_colocation(work, "muxflow", 0)
     dedicated = run_colocation(work, "dedicated", 0)
     assert run.utilisation.mean() > 3 * dedicated.utilisation.mean()

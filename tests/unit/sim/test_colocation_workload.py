@@ -10,7 +10,7 @@ from cotenant.model.cluster import Cluster
 from cotenant.model.gpu import CATALOG
 from cotenant.model.workload import Node, Pod, PodShape, Qos
 from cotenant.sim.colocation_queue import JobQueue
-from cotenant.sim.colocation_workload import build_workload
+from cotenant.sim.colocation_workload import build_workload, synthetic_workload
 from cotenant.traces.genai import LoadSeries
 
 
@@ -180,3 +180,21 @@ def test_a_bad_memory_profile_is_a_one_line_error(
     load = LoadSeries(("a", "b"), 60, 0.0, np.full((2, 4), 0.1), None, profile)
     with pytest.raises(InputError, match=f"memory profile.*{rule}"):
         build_workload(small_cluster, _pods(4, 2), load, np.random.default_rng(0))
+
+
+
+@pytest.mark.parametrize("gpus", [1, 5, 37])
+def test_a_synthetic_fleet_has_exactly_the_gpus_asked_for(gpus: int) -> None:
+    work = synthetic_workload(np.random.default_rng(1), gpus=gpus, intervals=6)
+    assert work.gpus == gpus  # a multi-GPU service that would pass the target is left out
+
+
+def test_gpu_pods_of_other_classes_are_counted_not_dropped(small_cluster: Cluster) -> None:
+    shape = PodShape(1000, 1024, 1, 1000)
+    pods = [*_pods(2, 2), Pod("g", shape, Qos.GUARANTEED, 0, 600),
+            Pod("b", shape, Qos.BURSTABLE, 0, 600), Pod("cpu", PodShape(1000, 1024, 0, 0),
+                                                         Qos.BURSTABLE, 0, 600)]
+    work = build_workload(small_cluster, pods, _load(np.full((2, 5), 0.1)),
+                          np.random.default_rng(0))
+    assert work.gpus == 2
+    assert work.rejected == {"GPU pod neither LS nor BE (Burstable, Guaranteed)": 2}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 
 import numpy as np
@@ -14,7 +15,7 @@ from cotenant.model.cluster import Cluster, ClusterState
 from cotenant.model.gpu import CATALOG
 from cotenant.model.workload import Node, Pod, PodShape
 from cotenant.policies.placement import PLACEMENT
-from cotenant.sim.experiment import run_matrix, summarise
+from cotenant.sim.experiment import frag_at, run_matrix, summarise
 from cotenant.sim.fragmentation import FragmentationConfig, arrival_order, run_fragmentation
 from cotenant.sim.placer import Placer
 from cotenant.traces.openb import load_nodes, load_pods
@@ -152,3 +153,12 @@ def test_a_fragmentation_sample_is_filed_where_it_was_measured() -> None:
     run = run_fragmentation(cluster, pods, "fgd", 0)
     assert (100 * run.arrived_milli // run.capacity_milli).tolist() == [30, 60, 90, 120]
     assert run.frag_percent.tolist() == [30, 60, 90, 120]  # was [0, 31, 61, 91]
+
+
+def test_no_fragmentation_figure_where_no_sample_came_near() -> None:
+    cluster = Cluster([Node("n0", 64000, 262144, 2, CATALOG.get("T4"))])
+    pods = [Pod(f"p{i}", PodShape(1000, 1000, 1, 600)) for i in range(4)]
+    run = run_fragmentation(cluster, pods, "fgd", 0)
+    assert math.isnan(run.alloc_at(100))  # demand jumped from 90% to 120%
+    assert math.isnan(frag_at(run, 100))  # the same rule: no figure from 10 points away
+    assert not math.isnan(frag_at(run, 90))
