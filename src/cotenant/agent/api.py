@@ -7,6 +7,8 @@
 ``POST /v1/workloads/N/p99``  online workload N's measured p99 for the compute guard
                               (``{"p99_ms": 41.5}``; 400 unless N runs online work)
 ``GET /v1/gpus``              the inventory, with the online SM share in force
+``GET /v1/downtime``          how long offline jobs were down per start and per share
+                              change (``agent.downtime``): count, median, p90, max
 ``GET /metrics``              Prometheus text format
 ============================  ==========================================================
 
@@ -33,7 +35,7 @@ from cotenant.model.documents import loads_json
 
 MAX_BODY = 64 * 1024
 CLIENT_TIMEOUT_S = 10.0
-ROUTES = ("/v1/workloads", "/v1/gpus", "/metrics")
+ROUTES = ("/v1/workloads", "/v1/gpus", "/v1/downtime", "/metrics")
 _PREFIX = "/v1/workloads/"
 
 
@@ -120,6 +122,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(HTTPStatus.OK, service.workloads())
             elif method == "GET" and path == "/v1/gpus":
                 self._json(HTTPStatus.OK, service.gpus())
+            elif method == "GET" and path == "/v1/downtime":
+                self._json(HTTPStatus.OK, service.downtime())
             elif method == "GET" and path == "/metrics":
                 self._send(HTTPStatus.OK, service.metrics_text(), CONTENT_TYPE)
             elif method == "POST" and path == "/v1/workloads":

@@ -2,7 +2,9 @@
 
 Per GPU: utilisation, memory used and total, the online SM share in force, MPS daemon restarts.
 Per node: the compute guard's pauses, throttles and evictions; per online service, the last
-p99 the guard got (reported, or read from the service's latency histogram).
+p99 the guard got (reported, or read from the service's latency histogram); a histogram of
+how long offline jobs are down per start and per share change (:mod:`.downtime`, observed as
+each is measured, so it restarts with the agent as Prometheus counters do).
 Per workload: up (1 while running), paused (1 while the guard pauses it), the SM share its
 client got, restarts, and exits by fault class (from the SQLite event log, so the counts
 survive agent restarts; exported as gauges for that reason). Served on ``GET /metrics`` by
@@ -14,12 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 
 from cotenant.agent.backends.base import GpuInfo
 from cotenant.agent.state import Status, WorkloadRecord
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+DOWNTIME_BUCKETS_S = (1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 45.0, 60.0, 120.0, 300.0,
+                      float("inf"))
+"""Around the simulator's 30 s default, and the 10-25 s where MuxFlow breaks even."""
 
 
 class AgentMetrics:
@@ -54,6 +65,11 @@ class AgentMetrics:
         self.p99 = Gauge("cotenant_online_p99_ms", "Last p99 an online service reported or "
                          "the agent read from its latency histogram (fresh ones only)",
                          ["workload"], registry=r)
+        self.downtime = Histogram(
+            "cotenant_offline_downtime_seconds", "Seconds an offline job was down, from its "
+            "spawn (kind=start) or the SIGTERM of a share change (kind=share change) until "
+            "the GPU showed it busy (agent.downtime)", ["kind"], registry=r,
+            buckets=DOWNTIME_BUCKETS_S)
         self.guard = Gauge("cotenant_guard_actions", "Compute guard actions since the agent "
                            "started (pause, throttle, evict)", ["action"], registry=r)
 

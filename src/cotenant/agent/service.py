@@ -28,7 +28,7 @@ from cotenant.agent.latency import SCRAPE_INTERVAL_S, Fetch, LatencyScraper, htt
 from cotenant.agent.metrics import AgentMetrics
 from cotenant.agent.mps import MpsManager
 from cotenant.agent.share import ShareController
-from cotenant.agent.spec import WorkloadSpec
+from cotenant.agent.spec import Role, WorkloadSpec
 from cotenant.agent.state import StateStore
 from cotenant.agent.supervisor import Supervisor
 from cotenant.errors import CotenantError, InputError, check_seconds
@@ -141,12 +141,34 @@ class AgentService:
                 self._gpus = gpus
             except CotenantError:
                 gpus = None
+            if gpus is not None:
+                self._measure_downtime(gpus, now)
             self.metrics.update(gpus, self.store.all(), self.store.fault_counts(),
                                 self.share.shares, self.mps.restarts,
                                 {"pause": self.guard.pauses,
                                  "throttle": self.guard.throttles,
                                  "evict": self.guard.evictions},
                                 self.guard.latest(now), self.supervisor.paused())
+
+    def _measure_downtime(self, gpus: list[GpuInfo], now: float) -> None:
+        """Close the offline downtimes the GPUs show over (:mod:`.downtime`)."""
+        live = {r.spec.name for r in self.store.all()
+                if r.spec.role is Role.OFFLINE and not r.status.final}
+        meter = self.supervisor.downtime
+        done, gave_up = meter.observe(gpus, live, self.supervisor.paused(), now)
+        for d in done:
+            self.store.event(now, d.workload, "up again", detail=f"{d.kind}: {d.seconds:.1f} s")
+            self.metrics.downtime.labels(d.kind).observe(d.seconds)
+        for name in gave_up:
+            self.store.event(now, name, "downtime unmeasured",
+                             detail=f"no SM utilisation >= {meter.busy_pct:g}% of its own "
+                             f"within {meter.timeout_s:g} s")
+
+    def downtime(self) -> dict[str, Any]:
+        """The offline downtimes measured since the agent started, per kind."""
+        with self._lock:
+            return {"busy_pct": self.supervisor.downtime.busy_pct,
+                    "kinds": self.supervisor.downtime.summary()}
 
     def submit(self, data: object) -> dict[str, Any]:
         spec = WorkloadSpec.from_dict(data)

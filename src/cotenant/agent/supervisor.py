@@ -41,6 +41,7 @@ from cotenant.agent.backends.base import (
     ProcState,
     XidEvent,
 )
+from cotenant.agent.downtime import DowntimeMeter
 from cotenant.agent.faults import Backoff, FaultClass, asked_for, classify
 from cotenant.agent.mig_workloads import check_mig, mig_device
 from cotenant.agent.mps import MpsManager
@@ -88,6 +89,8 @@ class Supervisor:
         self._mps_failed: dict[int, float] = {}  # GPU -> when its MPS daemon was found dead
         self._offline_held: dict[int, float] = {}  # GPU -> no offline start before this time
         self.pauses = Pauses(backend, store)
+        self.downtime = DowntimeMeter()
+        """How long offline jobs are down per start and per share change (:mod:`.downtime`)."""
         self._last_now = -math.inf
 
     # --- requests ----------------------------------------------------------------------------
@@ -120,6 +123,7 @@ class Supervisor:
         if record.status.final:
             return record
         self.store.event(now, name, "stop requested")
+        self.downtime.forget(name)
         if record.status.has_process and record.pid is not None:
             self._signal_stop(name, record.pid, now)
             return self.store.update(record, status=Status.STOPPING, since=now)
@@ -134,12 +138,16 @@ class Supervisor:
         record = self.store.update(record, share_pct=share_pct)
         if record.status is Status.RUNNING and record.pid is not None:
             self.store.event(now, name, "share change", detail=f"{record.applied_pct}->{share_pct}")
+            self.downtime.stopped_for_share(name, now)
             self._stop_to_restart(record, record.pid, now)
 
     def hold_offline(self, gpu: int, until: float) -> None:
         """Start no offline workload on ``gpu`` before ``until`` (the guard's eviction); the
         hold lives in memory, so an agent restart lifts it."""
         self._offline_held[gpu] = max(until, self._offline_held.get(gpu, until))
+        for record in self.store.all():  # a hold is no part of a restart's cost
+            if record.spec.gpu == gpu and record.spec.role is Role.OFFLINE:
+                self.downtime.forget(record.spec.name)
 
     def pause(self, name: str, now: float, until: float) -> bool:
         """Pause running offline workload ``name`` until ``until`` (:mod:`.pauses`); False
@@ -339,4 +347,6 @@ class Supervisor:
             return
         where = f"MIG {spec.mig_instance}" if spec.mig_instance else f"share {share}"
         self.store.event(now, spec.name, "started", detail=f"pid {pid} {where}")
+        if spec.role is Role.OFFLINE and spec.mig_instance is None:
+            self.downtime.started(spec.name, pid, now)
         self.store.update(record, status=Status.RUNNING, pid=pid, applied_pct=share, since=now)

@@ -122,8 +122,9 @@ def run(
         raise InputError("--fake-mig", f"is a setting of the fake backend, not {backend!r}",
                          hint="on a real node: cotenant mig apply")
     root = cgroup_start.open_root(cgroups_ or "auto", state_dir) if backend == "nvml" else None
+    # the fake's programs (durations, checkpoints, warm-ups) run on the agent's clock
     node = open_backend(backend, gpus=gpus, state_dir=state_dir, cgroup_root=root,
-                        fake_mig=fake_mig is not None)
+                        fake_mig=fake_mig is not None, clock=time.time)
     if fake_mig is not None:
         manager = MigManager(node)
         for info in node.gpus():
@@ -218,8 +219,10 @@ def status(
     token = read_token(token_file or state_dir / "token")
     gpus = call_agent(url, token, "GET", "/v1/gpus")
     workloads = call_agent(url, token, "GET", "/v1/workloads")
+    downtime = call_agent(url, token, "GET", "/v1/downtime")
     if json_out:
-        typer.echo(json.dumps({"gpus": gpus, "workloads": workloads}, indent=2))
+        typer.echo(json.dumps({"gpus": gpus, "workloads": workloads, "downtime": downtime},
+                              indent=2))
         return
     console = Console()
     gpu_rows = [
@@ -244,6 +247,16 @@ def status(
         workload_rows, console.width, title="Workloads",
         left=("name", "role", "status", "last exit"),
     ))
+    kinds = downtime["kinds"]
+    if kinds:
+        rows = [[kind, str(k["count"]), f"{k['median_s']:.1f}", f"{k['p90_s']:.1f}",
+                 f"{k['max_s']:.1f}", str(k["simulator_option"])] for kind, k in kinds.items()]
+        console.print(*fitted_tables(
+            ["offline down per", "count", "median s", "p90 s", "max s", "simulator option"],
+            rows, console.width,
+            title=f"Offline downtime (until >= {downtime['busy_pct']:g}% SM of its own)",
+            left=("offline down per", "simulator option"),
+        ))
 
 
 @app.command()

@@ -39,10 +39,31 @@ torch.ones(256, 1024, 1024, device="cuda")  # 1 GiB: fits
 torch.ones(768, 1024, 1024, device="cuda")  # 3 GiB more: past the 2 GiB limit
 """
 
+TRAIN_PY = """
+import torch
+x = torch.randn(4096, 4096, device="cuda")
+while True:
+    (x @ x).sum().item()
+"""
+
 
 def need(tool: str) -> None:
     if shutil.which(tool) is None:
         pytest.skip(f"{tool} is not installed")
+
+
+def stop_all(service: AgentService) -> None:
+    """Stop the tests' workloads, wait until they have exited, stop MPS, close the agent."""
+    for name in ("web", "train"):
+        if service.exists(name):
+            service.stop(name)
+    for _ in range(40):
+        service.tick()
+        if all(r.status.final for r in service.store.all()):
+            break
+        time.sleep(0.5)
+    service.mps.stop(0)
+    service.close()
 
 
 def test_nvml_inventory_matches_nvidia_smi(tmp_path: Path) -> None:
@@ -103,13 +124,32 @@ def test_offline_past_its_memory_limit_fails_while_online_keeps_serving(tmp_path
         assert web.restarts == 0
         assert beats.read_text().count("\n") > seen  # still serving
     finally:
-        for name in ("web", "train"):
-            if service.exists(name):
-                service.stop(name)
-        for _ in range(40):
+        stop_all(service)
+
+
+def test_the_agent_measures_an_offline_start_and_share_change(tmp_path: Path) -> None:
+    """The figures ``simulate colocation --offline-start-s/--share-change-s`` assume, measured
+    for a bare torch loop (a real job adds its checkpoint, data loader and warm-up)."""
+    need("nvidia-cuda-mps-control")
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    service = AgentService(open_backend("nvml", state_dir=tmp_path), tmp_path, FixedShare(70))
+    try:
+        service.submit({"name": "web", "role": "online", "gpu": 0, "mem_limit_mib": 4096,
+                        "argv": [sys.executable, "-c", ONLINE_PY, str(tmp_path / "b"), "300"]})
+        # the share the policy gives offline (30%), so no share change before it is busy
+        service.submit({"name": "train", "role": "offline", "gpu": 0, "mem_limit_mib": 4096,
+                        "sm_share": 30, "argv": [sys.executable, "-c", TRAIN_PY]})
+        deadline = time.time() + 180
+        kinds: dict[str, object] = {}
+        while time.time() < deadline and len(kinds) < 2:
             service.tick()
-            if all(r.status.final for r in service.store.all()):
-                break
+            kinds = service.downtime()["kinds"]
+            if kinds and service.share.policy == FixedShare(70):
+                service.share.policy = FixedShare(90)  # offline to 10%: a restart
             time.sleep(0.5)
-        service.mps.stop(0)
-        service.close()
+        print("measured downtime:", kinds)
+        events = [(e.kind, e.detail) for e in service.store.events("train")]
+        assert set(kinds) == {"start", "share change"}, events
+    finally:
+        stop_all(service)

@@ -20,6 +20,8 @@ import yaml
 from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import FakeNode
 from cotenant.agent.service import AgentService
+from cotenant.agent.spec import WorkloadSpec
+from cotenant.agent.state import StateStore, Status
 from cotenant.cli.agent import StopRequest
 from cotenant.cli.agent_inputs import parse_listen, share_policy_of
 from cotenant.errors import InputError
@@ -152,6 +154,28 @@ def test_agent_run_fake_for_a_few_ticks(capsys: Capsys, tmp_path: Path) -> None:
     assert (tmp_path / "agent.db").exists()
 
 
+def test_the_fake_backends_programs_run_on_the_agents_clock(
+    capsys: Capsys, tmp_path: Path
+) -> None:
+    """A fake program's duration elapses in ``agent run`` (its clock used to stand still, so
+    no fake job ever ended, checkpointed or warmed up there)."""
+    store = StateStore(tmp_path / "agent.db")
+    store.add(WorkloadSpec.from_dict({"name": "job", "role": "offline", "gpu": 0,
+                                      "argv": ["fake-workload", "--duration-s", "0.05"]}),
+              time.time())
+    store.close()
+    code, _, _ = run(capsys, "agent", "run", "--backend", "fake", "--state-dir", str(tmp_path),
+                     "--listen", "127.0.0.1:0", "--interval", "0.1", "--ticks", "4")
+    assert code == 0
+    store = StateStore(tmp_path / "agent.db")
+    try:
+        record = store.get("job")
+        assert record is not None
+        assert record.status is Status.COMPLETED
+    finally:
+        store.close()
+
+
 def test_submit_validates_locally(capsys: Capsys, tmp_path: Path) -> None:
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"name": "x", "argv": ["a"], "role": "offline", "gpu": 0,
@@ -210,6 +234,7 @@ def test_submit_status_stop_against_a_live_agent(
     code, out, _ = run(capsys, "agent", "status", "--url", url, "--token-file", str(token))
     assert code == 0
     assert "Workloads" in out
+    assert "Offline downtime" not in out  # nothing measured yet
     auth = ("--url", url, "--token-file", str(token))
     code, _, err = run(capsys, "agent", "report", "web", "--p99-ms", "12.5", *auth)
     assert code == 2  # not running yet
@@ -294,3 +319,22 @@ def test_agent_run_fake_in_mig_mode(capsys: Capsys, tmp_path: Path) -> None:
                        "--state-dir", str(tmp_path / "c"), "--ticks", "1")
     assert code == 2
     assert "--fake-mig" in assert_one_error_line(err)
+
+
+def test_status_shows_the_offline_downtime_the_agent_measured(
+    capsys: Capsys, tmp_path: Path, live_agent: tuple[str, Path, AgentService]
+) -> None:
+    url, token, service = live_agent
+    service.submit({"name": "train", "role": "offline", "gpu": 0,
+                    "argv": ["fake-workload", "--util-pct", "60"]})
+    service.tick()  # starts it; busy at once
+    auth = ("--url", url, "--token-file", str(token))
+    code, out, _ = run(capsys, "agent", "status", "--json", *auth)
+    assert code == 0
+    kinds = json.loads(out)["downtime"]["kinds"]
+    assert list(kinds) == ["start"]
+    assert kinds["start"]["count"] == 1
+    code, out, _ = run(capsys, "agent", "status", *auth)
+    assert code == 0
+    assert "Offline downtime" in out
+    assert "--offline-start-s" in out

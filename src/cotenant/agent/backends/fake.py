@@ -399,7 +399,9 @@ class FakeNode:
 
     def _info(self, state: _Gpu) -> GpuInfo:
         procs = self._alive(state.index)
-        util = min(100.0, sum(p.util_pct for p in procs if p.paused_at is None))
+        now = self.clock()
+        busy = {p.pid: self._util(p, now) for p in procs}
+        util = min(100.0, sum(busy.values()))
         assert state.model.memory_mib is not None
         return GpuInfo(
             index=state.index,
@@ -410,9 +412,15 @@ class FakeNode:
             utilisation_pct=None if state.mig_enabled else util,  # as NVML in MIG mode
             sm_activity_pct=util,
             mig_enabled=state.mig_enabled,
-            processes=tuple(GpuProcess(p.pid, p.alloc_mib, 0.0 if p.paused_at is not None
-                                       else p.util_pct) for p in procs),
+            processes=tuple(GpuProcess(p.pid, p.alloc_mib, busy[p.pid]) for p in procs),
         )
+
+    @staticmethod
+    def _util(proc: _Proc, now: float) -> float:
+        """The SM utilisation ``proc`` causes now: none while paused or warming up."""
+        if proc.paused_at is not None or now < proc.started + proc.program.warmup_s:
+            return 0.0
+        return proc.util_pct
 
     def _allocate(self, proc: _Proc, mib: int, now: float) -> None:
         model_mib = self._gpus[proc.gpu].model.memory_mib or 0

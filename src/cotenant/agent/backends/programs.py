@@ -7,6 +7,8 @@ the injected clock, so tests are deterministic. ``fake-workload`` understands::
                   --duration-s 30       exit after 30 s (default: run until signalled)
                   --exit-code 0         exit status at the end of the duration
                   --util-pct 40         SM utilisation it causes while running
+                  --warmup-s 20         ... from 20 s after start (before: 0, as a job
+                                        loading its checkpoint and data)
                   --grow-mib 3000       allocate 3000 MiB more ...
                   --grow-at-s 5         ... 5 s after start (past a limit: CUDA OOM)
                   --crash-at-s 3        a fatal CUDA error (illegal address) 3 s after start
@@ -35,6 +37,7 @@ _FLAGS = {
     "--duration-s": "duration_s",
     "--exit-code": "exit_code",
     "--util-pct": "util_pct",
+    "--warmup-s": "warmup_s",
     "--grow-mib": "grow_mib",
     "--grow-at-s": "grow_at_s",
     "--crash-at-s": "crash_at_s",
@@ -50,6 +53,7 @@ class Program:
     duration_s: float = math.inf
     exit_code: int = 0
     util_pct: float = 0.0
+    warmup_s: float = 0.0
     grow_mib: int = 0
     grow_at_s: float = math.inf
     crash_at_s: float = math.inf
@@ -77,6 +81,7 @@ class Program:
             duration_s=values.get("duration_s", math.inf),
             exit_code=int(values.get("exit_code", 0)),
             util_pct=values.get("util_pct", 0.0),
+            warmup_s=values.get("warmup_s", 0.0),
             grow_mib=int(values.get("grow_mib", 0)),
             grow_at_s=values.get("grow_at_s", math.inf),
             crash_at_s=values.get("crash_at_s", math.inf),

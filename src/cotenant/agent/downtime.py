@@ -1,0 +1,140 @@
+"""How long an offline job is down when the agent starts it or restarts it for a new SM share.
+
+The simulator charges every offline placement ``offline_start_s`` and every MPS share change
+of a running job ``share_change_s`` (``sim.colocation``; 30 s each by default). Both are
+assumptions, and the comparison between MuxFlow and the static baselines turns on the second
+(``docs/benchmarks.md``, "Restart cost"). This meter measures them on the node, for the jobs
+that actually run there, without any help from the job:
+
+* ``start``: from the spawn of an offline client (its first start, a start after an eviction
+  or a crash) until the GPU shows it busy;
+* ``share change``: from the SIGTERM the agent sends to give a running client a new share
+  (MPS reads the share only when a client starts) until its successor is busy: the
+  checkpoint on SIGTERM, the exit, the new process, its CUDA context and its warm-up.
+
+"Busy" is the process's own SM utilisation (NVML's per-process samples) at or above
+``busy_pct`` (10% by default: a training step, not a context or a data loader). A second
+share change before the job is busy again extends the same downtime (the job was down all
+along). A measurement is dropped, unrecorded, when its job crashes, is paused by the guard,
+stops for good, or shows no utilisation for ``timeout_s`` (a backend without per-process
+samples: logged once per workload). The medians are what ``cotenant simulate colocation
+--offline-start-s / --share-change-s`` should be given; ``cotenant agent status`` prints them
+and Prometheus gets ``cotenant_offline_downtime_seconds``. Measurements live in memory (and
+as ``up again`` events in the state file); precision is the agent's tick (1 s by default).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+from cotenant.agent.backends.base import GpuInfo
+from cotenant.errors import InputError, check_seconds
+
+START = "start"
+SHARE_CHANGE = "share change"
+KINDS = (START, SHARE_CHANGE)
+SIM_OPTION = {START: "--offline-start-s", SHARE_CHANGE: "--share-change-s"}
+"""The ``cotenant simulate colocation`` option each kind of downtime stands for."""
+KEEP = 1000
+"""Measurements kept per kind (the newest) for the summary."""
+
+
+@dataclass
+class _Open:
+    kind: str
+    begin: float
+    pid: int | None = None
+    """The process whose busy time ends the downtime; None until it is spawned."""
+
+
+@dataclass(frozen=True)
+class Downtime:
+    """One measured downtime of offline workload ``workload``."""
+
+    workload: str
+    kind: str
+    seconds: float
+    at: float
+
+
+class DowntimeMeter:
+    """Open downtimes per offline workload, closed when the GPU shows the job busy."""
+
+    def __init__(self, busy_pct: float = 10.0, timeout_s: float = 900.0) -> None:
+        if not 0.0 < busy_pct <= 100.0:
+            raise InputError("downtime busy_pct", f"{busy_pct} must be in (0, 100]")
+        check_seconds(timeout_s, "downtime timeout_s", positive=True)
+        self.busy_pct = busy_pct
+        self.timeout_s = timeout_s
+        self._open: dict[str, _Open] = {}
+        self._done: dict[str, deque[float]] = {kind: deque(maxlen=KEEP) for kind in KINDS}
+
+    def stopped_for_share(self, name: str, now: float) -> None:
+        """The agent sent ``name`` SIGTERM to restart it with a new share."""
+        current = self._open.get(name)
+        if current is not None and current.kind == SHARE_CHANGE:
+            current.pid = None  # not busy yet: the same downtime goes on
+            return
+        self._open[name] = _Open(SHARE_CHANGE, now)
+
+    def started(self, name: str, pid: int, now: float) -> None:
+        """Offline workload ``name`` was spawned as ``pid``."""
+        current = self._open.get(name)
+        if current is not None and current.kind == SHARE_CHANGE and current.pid is None:
+            current.pid = pid  # the successor whose busy time ends the share change
+        else:  # a first start, or a restart after a crash or an eviction
+            self._open[name] = _Open(START, now, pid)
+
+    def forget(self, name: str) -> None:
+        """Drop ``name``'s open downtime (it stops for good, or is paused)."""
+        self._open.pop(name, None)
+
+    def observe(self, gpus: Sequence[GpuInfo], live: Collection[str], paused: Iterable[str],
+                now: float) -> tuple[list[Downtime], list[str]]:
+        """Close the downtimes whose process the GPUs show busy. ``live``: the offline
+        workloads not stopped for good; ``paused``: those the guard pauses now. Returns the
+        measurements made, and the workloads given up for want of utilisation samples."""
+        for name in set(paused) | (set(self._open) - set(live)):
+            self.forget(name)
+        util = {p.pid: p.sm_util_pct for g in gpus for p in g.processes}
+        done: list[Downtime] = []
+        gave_up: list[str] = []
+        for name, state in list(self._open.items()):
+            busy = util.get(state.pid) if state.pid is not None else None
+            if busy is not None and busy >= self.busy_pct:
+                seconds = max(0.0, now - state.begin)
+                done.append(Downtime(name, state.kind, seconds, now))
+                self._done[state.kind].append(seconds)
+                del self._open[name]
+            elif now - state.begin > self.timeout_s:
+                gave_up.append(name)
+                del self._open[name]
+        return done, gave_up
+
+    def summary(self) -> dict[str, dict[str, float | int | str]]:
+        """Per kind with measurements: count, median, 90th percentile and max (seconds), and
+        the simulator option the median is for."""
+        out: dict[str, dict[str, float | int | str]] = {}
+        for kind, values in self._done.items():
+            if not values:
+                continue
+            ordered = sorted(values)
+            out[kind] = {
+                "count": len(ordered),
+                "median_s": round(_quantile(ordered, 0.5), 2),
+                "p90_s": round(_quantile(ordered, 0.9), 2),
+                "max_s": round(ordered[-1], 2),
+                "simulator_option": SIM_OPTION[kind],
+            }
+        return out
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile of sorted ``ordered`` (numpy's default method)."""
+    pos = q * (len(ordered) - 1)
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)

@@ -1,0 +1,185 @@
+"""The agent measures how long an offline job is down per start and per share change."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cotenant.agent.backends import FakeNode, ManualClock
+from cotenant.agent.backends.base import GpuInfo, GpuProcess
+from cotenant.agent.downtime import SHARE_CHANGE, START, DowntimeMeter
+from cotenant.agent.latency import INLINE
+from cotenant.agent.service import AgentService
+from cotenant.errors import InputError
+from cotenant.policies.colocation.contract import OnlineObservation
+
+ONLINE = {"name": "web", "argv": ["fake-workload", "--mem-mib", "4000", "--util-pct", "30"],
+          "role": "online", "gpu": 0, "model": "resnet50", "slo_ms": 50}
+# checkpoints for 5 s on SIGTERM; shows no SM utilisation for 12 s after it starts
+OFFLINE = {"name": "train", "role": "offline", "gpu": 0, "sm_share": 50,
+           "argv": ["fake-workload", "--mem-mib", "8000", "--util-pct", "60",
+                    "--term-delay-s", "5", "--warmup-s", "12"]}
+
+
+@dataclass
+class LoadShare:
+    """The online service keeps its load plus 20 points (a policy that follows the load)."""
+
+    def online_share(self, obs: OnlineObservation) -> int:
+        return max(1, min(100, round(obs.load * 100) + 20))
+
+
+@dataclass
+class Node:
+    service: AgentService
+    fake: FakeNode
+    clock: ManualClock
+
+    def run(self, seconds: float) -> None:
+        for _ in range(round(seconds)):
+            self.clock.advance(1.0)
+            self.service.tick()
+
+    def pid(self, name: str) -> int:
+        record = self.service.store.get(name)
+        assert record is not None
+        assert record.pid is not None
+        return record.pid
+
+    def measured(self) -> list[str]:
+        return [e.detail for e in self.service.store.events("train") if e.kind == "up again"]
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Node]:
+    clock = ManualClock(1000.0)
+    fake = FakeNode.build("A100-40GB", 1, clock)
+    service = AgentService(fake, tmp_path, LoadShare(), clock=clock, executor=INLINE)
+    try:
+        yield Node(service, fake, clock)
+    finally:
+        service.close()
+
+
+def test_a_start_is_down_until_the_gpu_shows_the_job_busy(node: Node) -> None:
+    node.service.submit(ONLINE)  # load 0.3: online keeps 50, offline gets its own 50
+    node.service.submit(OFFLINE)
+    node.service.tick()  # both start
+    node.run(11)
+    assert node.measured() == []  # still warming up
+    node.run(1)
+    assert node.measured() == ["start: 12.0 s"]
+    summary = node.service.downtime()
+    assert summary["busy_pct"] == 10.0
+    assert summary["kinds"] == {START: {"count": 1, "median_s": 12.0, "p90_s": 12.0,
+                                        "max_s": 12.0, "simulator_option": "--offline-start-s"}}
+
+
+def test_a_share_change_is_down_from_the_sigterm_to_the_successor_busy(node: Node) -> None:
+    node.service.submit(ONLINE)
+    node.service.submit(OFFLINE)
+    node.service.tick()
+    node.run(15)
+    first = node.pid("train")
+    node.fake.set_util(node.pid("web"), 70.0)  # online needs 90: offline restarted with 10
+    node.run(1)
+    sigterm = node.clock()
+    node.run(16)
+    assert node.measured() == ["start: 12.0 s"]
+    node.run(1)  # 5 s checkpoint + 12 s warm-up after the SIGTERM
+    assert node.pid("train") != first
+    assert node.measured() == ["start: 12.0 s", "share change: 17.0 s"]
+    assert node.clock() - sigterm == 17.0
+    kinds = node.service.downtime()["kinds"]
+    assert kinds[SHARE_CHANGE]["median_s"] == 17.0
+    assert kinds[SHARE_CHANGE]["simulator_option"] == "--share-change-s"
+    text = node.service.metrics_text().decode()
+    assert 'cotenant_offline_downtime_seconds_bucket{kind="share change",le="20.0"} 1.0' in text
+    assert 'cotenant_offline_downtime_seconds_bucket{kind="share change",le="15.0"} 0.0' in text
+    assert 'cotenant_offline_downtime_seconds_count{kind="start"} 1.0' in text
+
+
+def test_a_crash_while_warming_up_is_no_share_change_measurement(node: Node) -> None:
+    node.service.submit(ONLINE)
+    node.service.submit({**OFFLINE, "argv": [*OFFLINE["argv"], "--crash-at-s", "8"]})
+    node.service.tick()
+    node.run(40)  # crashes at 8 s every time, before it is ever busy
+    assert node.measured() == []
+    assert node.service.downtime()["kinds"] == {}
+
+
+def test_a_paused_or_stopped_job_is_not_measured(node: Node) -> None:
+    node.service.submit(ONLINE)
+    node.service.submit(OFFLINE)
+    node.service.tick()
+    node.run(2)
+    sup = node.service.supervisor
+    assert sup.pause("train", node.clock(), node.clock() + 30.0)
+    node.run(40)  # the pause would have stretched the start: dropped
+    assert node.measured() == []
+    node.service.stop("train")
+    node.run(5)
+    assert node.service.downtime()["kinds"] == {}
+
+
+def test_a_job_without_utilisation_samples_is_given_up_and_logged(tmp_path: Path) -> None:
+    meter = DowntimeMeter(timeout_s=30.0)
+    meter.started("train", 7, 0.0)
+    gpu = GpuInfo(0, "GPU-x", "A100-40GB", 40960, 8000, 50.0, None, False,
+                  (GpuProcess(7, 8000, None),))
+    assert meter.observe([gpu], {"train"}, (), 30.0) == ([], [])
+    assert meter.observe([gpu], {"train"}, (), 31.0) == ([], ["train"])
+    assert meter.observe([gpu], {"train"}, (), 32.0) == ([], [])  # logged once
+
+
+def test_a_second_share_change_before_busy_extends_the_same_downtime() -> None:
+    meter = DowntimeMeter()
+    meter.stopped_for_share("train", 10.0)
+    meter.started("train", 7, 15.0)
+    meter.stopped_for_share("train", 18.0)  # changed again before it was busy
+    meter.started("train", 8, 22.0)
+    busy = GpuInfo(0, "GPU-x", "A100-40GB", 40960, 8000, 50.0, None, False,
+                   (GpuProcess(8, 8000, 55.0),))
+    done, _ = meter.observe([busy], {"train"}, (), 40.0)
+    assert [(d.kind, d.seconds) for d in done] == [(SHARE_CHANGE, 30.0)]
+
+
+def test_quantiles_over_many_measurements() -> None:
+    meter = DowntimeMeter()
+    for i, pid in enumerate(range(100, 111)):
+        meter.started(f"job{i}", pid, 0.0)
+    procs = tuple(GpuProcess(pid, 100, 50.0) for pid in range(100, 111))
+    gpu = GpuInfo(0, "GPU-x", "A100-40GB", 40960, 8000, 50.0, None, False, procs)
+    names = {f"job{i}" for i in range(11)}
+    meter.observe([gpu], names, (), 10.0)
+    for i, pid in enumerate(range(200, 211)):
+        meter.started(f"job{i}", pid, 100.0)
+    gpu2 = GpuInfo(0, "GPU-x", "A100-40GB", 40960, 8000, 50.0, None, False,
+                   tuple(GpuProcess(pid, 100, 50.0) for pid in range(200, 211)))
+    meter.observe([gpu2], names, (), 130.0)
+    summary = meter.summary()[START]
+    assert summary["count"] == 22
+    assert summary["median_s"] == 20.0  # 11 of 10 s and 11 of 30 s
+    assert summary["p90_s"] == 30.0
+    assert summary["max_s"] == 30.0
+
+
+@pytest.mark.parametrize("busy", [0.0, -1.0, 101.0, float("nan")])
+def test_a_busy_threshold_outside_0_100_is_refused(busy: float) -> None:
+    with pytest.raises(InputError, match="downtime busy_pct"):
+        DowntimeMeter(busy_pct=busy)
+
+
+def test_a_guard_hold_on_the_gpu_is_no_part_of_a_restart(node: Node) -> None:
+    node.service.submit(ONLINE)
+    node.service.submit(OFFLINE)
+    node.service.tick()
+    node.run(15)
+    node.fake.set_util(node.pid("web"), 70.0)
+    node.run(1)  # SIGTERM for the share change
+    node.service.supervisor.hold_offline(0, node.clock() + 120.0)  # the guard evicts
+    node.run(150)
+    assert node.measured() == ["start: 12.0 s", "start: 12.0 s"]  # after the hold: a start
