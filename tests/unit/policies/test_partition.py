@@ -15,7 +15,7 @@ from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigLayout, MigPlacement
 from cotenant.model.serving import parse_spec
 from cotenant.policies.partition import PARTITION, GpuPlan, PartitionProblem, Plan, verify
-from cotenant.policies.partition.export import to_mig_parted
+from cotenant.policies.partition.export import DEVICE_FILTERS, node_counts, to_mig_parted
 
 GEOMETRY = CATALOG.get("A100-40GB").mig
 PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
@@ -133,6 +133,18 @@ def test_mig_parted_export_one_config_per_distinct_layout() -> None:
         assert "0x20B010DE" in sel["device-filter"]
         names = [n for n, c in sel["mig-devices"].items() for _ in range(c)]
         GEOMETRY.parse(",".join(names))  # every exported layout is valid by the catalog
+
+
+def test_a_whole_gpu_plan_exports_mig_mode_off_not_7g_instances() -> None:
+    pb = problem([2000, 90], [[100, 190, 260, 330, 650], [30, 60, 90, 120, 240]])
+    plan = PARTITION.get("whole-gpu")(pb, 1.0)
+    assert plan.speedup > 1.0
+    for per_node in (None, 4):
+        doc = to_mig_parted(plan, "A100-40GB", per_node)
+        (selections,) = doc["mig-configs"].values()
+        assert selections == [{"devices": "all", "mig-enabled": False,
+                               "device-filter": DEVICE_FILTERS["A100-40GB"]}]
+    assert node_counts(plan, 4) == {"cotenant-node-0": -(-plan.gpu_count // 4)}
 
 
 SPEC = {

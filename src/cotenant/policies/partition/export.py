@@ -12,7 +12,9 @@ A node whose GPUs need different layouts cannot be described that way. With
 the same mix, so most nodes share a config) and each distinct node gets one config
 (``cotenant-node-<n>``) that gives every device index its own layout; a node's unused GPUs
 get MIG mode off. :func:`node_counts` says
-how many nodes take each config.
+how many nodes take each config. A whole-GPU plan (``Plan.speedup`` above 1: no MIG, each
+GPU shown as one 7g instance) is one config with MIG mode off: a 7g instance would lose the
+SMs and memory MIG keeps back (98 of 108 SMs on an A100), and the plan was sized without them.
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ def layout_key(layout: MigLayout) -> tuple[tuple[str, int], ...]:
 def to_mig_parted(plan: Plan, gpu_model: str, gpus_per_node: int | None = None) -> dict[str, Any]:
     """A mig-parted config document with one named config per distinct layout, or with
     ``gpus_per_node`` one per distinct node (see the module docstring)."""
+    if plan.speedup != 1.0:  # whole GPUs, MIG mode off (the plan shows each as one 7g)
+        whole: dict[str, Any] = {"devices": "all", "mig-enabled": False}
+        if gpu_model in DEVICE_FILTERS:
+            whole["device-filter"] = list(DEVICE_FILTERS[gpu_model])
+        name = "cotenant-0" if gpus_per_node is None else "cotenant-node-0"
+        return {"version": "v1", "mig-configs": {name: [whole]}}
     if gpus_per_node is not None:
         return _per_node(plan, gpu_model, gpus_per_node)
     configs: dict[str, Any] = {}
@@ -74,6 +82,8 @@ def _layout_order(key: tuple[tuple[str, int], ...]) -> tuple[int, tuple[tuple[st
 
 def node_counts(plan: Plan, gpus_per_node: int) -> dict[str, int]:
     """How many nodes take each ``cotenant-node-<n>`` config of :func:`to_mig_parted`."""
+    if plan.speedup != 1.0:  # whole GPUs: every node the one config with MIG mode off
+        return {"cotenant-node-0": len(node_layouts(plan, gpus_per_node))}
     names: dict[tuple[tuple[tuple[str, int], ...], ...], str] = {}
     counts: dict[str, int] = {}
     for node in node_layouts(plan, gpus_per_node):
