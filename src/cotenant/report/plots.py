@@ -128,8 +128,8 @@ def colocation_plot(runs: Sequence[ColocationRun], path: Path, title: str) -> Pa
         sizes = np.diff(np.append(starts, len(run.utilisation)))
         for ax, (name, scale, _) in zip(axes.flat, panels, strict=True):
             values = np.asarray(getattr(run, name), dtype=np.float64)
-            ax.plot(starts / per_hour, scale * np.add.reduceat(values, starts) / sizes,
-                    label=run.policy)
+            ax.plot((starts + sizes / 2) / per_hour,  # each hour's mean at its middle
+                    scale * np.add.reduceat(values, starts) / sizes, label=run.policy)
     for ax, (_, _, label) in zip(axes.flat, panels, strict=True):
         ax.set_ylabel(label)
         ax.set_xlabel("simulated time (hours)")
