@@ -12,8 +12,11 @@ that actually run there, without any help from the job:
   (MPS reads the share only when a client starts) until its successor is busy: the
   checkpoint on SIGTERM, the exit, the new process, its CUDA context and its warm-up.
 
-"Busy" is the process's own SM utilisation (NVML's per-process samples) at or above
-``busy_pct`` (10% by default: a training step, not a context or a data loader). A second
+"Busy" is the SM utilisation of the job's own processes (NVML's per-process samples of the
+leader, else of any process of its cgroup or group: torchrun's workers run apart from it) at
+or above ``busy_pct`` (10% by default: a training step, not a context or a data loader).
+Whether NVML samples MPS clients one by one has not been checked on a GPU (the share
+controller reads the online load the same way). A second
 share change before the job is busy again extends the same downtime (the job was down all
 along). A measurement is dropped, unrecorded, when its job crashes, is paused by the guard,
 stops for good, or shows no utilisation for ``timeout_s`` (a backend without per-process
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from cotenant.agent.backends.base import GpuInfo
@@ -93,17 +96,20 @@ class DowntimeMeter:
         self._open.pop(name, None)
 
     def observe(self, gpus: Sequence[GpuInfo], live: Collection[str], paused: Iterable[str],
-                now: float) -> tuple[list[Downtime], list[str]]:
-        """Close the downtimes whose process the GPUs show busy. ``live``: the offline
-        workloads not stopped for good; ``paused``: those the guard pauses now. Returns the
-        measurements made, and the workloads given up for want of utilisation samples."""
+                now: float, members: Callable[[int], list[int]] | None = None,
+                ) -> tuple[list[Downtime], list[str]]:
+        """Close the downtimes whose job the GPUs show busy. ``live``: the offline workloads
+        not stopped for good; ``paused``: those the guard pauses now; ``members``: a leader's
+        processes (``ProcessBackend.members``), asked only while the leader is not busy
+        itself. Returns the measurements made, and the workloads given up for want of
+        utilisation samples."""
         for name in set(paused) | (set(self._open) - set(live)):
             self.forget(name)
         util = {p.pid: p.sm_util_pct for g in gpus for p in g.processes}
         done: list[Downtime] = []
         gave_up: list[str] = []
         for name, state in list(self._open.items()):
-            busy = util.get(state.pid) if state.pid is not None else None
+            busy = self._busy(state.pid, util, members)
             if busy is not None and busy >= self.busy_pct:
                 seconds = max(0.0, now - state.begin)
                 done.append(Downtime(name, state.kind, seconds, now))
@@ -113,6 +119,18 @@ class DowntimeMeter:
                 gave_up.append(name)
                 del self._open[name]
         return done, gave_up
+
+    def _busy(self, pid: int | None, util: dict[int, float | None],
+              members: Callable[[int], list[int]] | None) -> float | None:
+        """The highest SM utilisation among the job's processes with a sample; None if none
+        has one."""
+        if pid is None:
+            return None
+        own = util.get(pid)
+        if members is None or (own is not None and own >= self.busy_pct):
+            return own
+        found = [u for m in members(pid) if (u := util.get(m)) is not None]
+        return max(found) if found else None
 
     def summary(self) -> dict[str, dict[str, float | int | str]]:
         """Per kind with measurements: count, median, 90th percentile and max (seconds), and

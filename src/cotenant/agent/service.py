@@ -155,7 +155,8 @@ class AgentService:
         live = {r.spec.name for r in self.store.all()
                 if r.spec.role is Role.OFFLINE and not r.status.final}
         meter = self.supervisor.downtime
-        done, gave_up = meter.observe(gpus, live, self.supervisor.paused(), now)
+        done, gave_up = meter.observe(gpus, live, self.supervisor.paused(), now,
+                                      self.backend.members)
         for d in done:
             self.store.event(now, d.workload, "up again", detail=f"{d.kind}: {d.seconds:.1f} s")
             self.metrics.downtime.labels(d.kind).observe(d.seconds)

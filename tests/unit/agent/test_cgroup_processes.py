@@ -129,6 +129,7 @@ def test_a_worker_with_no_group_and_no_token_is_frozen_and_killed(
     worker = next(p for p in members(procs, pid) if p != pid)
     assert procfs.token_of(worker) is None  # the token alone would not find it
     assert worker not in procfs.members(procs._children[pid].token, pid)
+    assert procs.members(pid) == sorted([pid, worker])  # its cgroup finds it
     procs.send_signal(pid, signal.SIGSTOP)
     assert wait_for(lambda: frozen(cgroup))
     before = count.read_text()

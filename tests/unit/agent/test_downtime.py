@@ -183,3 +183,14 @@ def test_a_guard_hold_on_the_gpu_is_no_part_of_a_restart(node: Node) -> None:
     node.service.supervisor.hold_offline(0, node.clock() + 120.0)  # the guard evicts
     node.run(150)
     assert node.measured() == ["start: 12.0 s", "start: 12.0 s"]  # after the hold: a start
+
+
+def test_a_job_whose_workers_do_the_gpu_work_is_busy_when_a_worker_is() -> None:
+    """torchrun's leader runs no kernel; its workers (found by ``members``) do."""
+    meter = DowntimeMeter()
+    meter.started("train", 7, 0.0)
+    gpu = GpuInfo(0, "GPU-x", "A100-40GB", 40960, 8000, 50.0, None, False,
+                  (GpuProcess(8, 8000, 70.0), GpuProcess(9, 100, 0.0)))
+    assert meter.observe([gpu], {"train"}, (), 5.0) == ([], [])  # 8 is nobody's worker
+    done, _ = meter.observe([gpu], {"train"}, (), 6.0, lambda pid: [pid, 8] if pid == 7 else [])
+    assert [(d.kind, d.seconds) for d in done] == [(START, 6.0)]

@@ -119,6 +119,14 @@ def test_pause_resume_and_kill_reach_workers_in_their_own_session(
     assert procs.poll(pid).returncode == -signal.SIGKILL
 
 
+def test_members_are_the_leader_and_its_workers(procs: PopenProcesses) -> None:
+    pid, worker = start(procs, launcher(SLEEPER, new_session=True))
+    assert procs.members(pid) == sorted([pid, worker])
+    assert procs.members(999_999_999) == [999_999_999]  # not ours: itself alone
+    procs.send_signal(pid, signal.SIGKILL)
+    assert wait_for(lambda: exited(procs, pid))
+
+
 def test_a_leader_that_lost_its_environment_is_still_reached(procs: PopenProcesses) -> None:
     """``env -i`` (or setproctitle) leaves no token to find: the leader's group still has it."""
     pid = procs.spawn(["env", "-i", sys.executable, "-c", SLEEPER], {}, gpu=0)

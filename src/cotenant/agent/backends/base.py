@@ -193,6 +193,11 @@ class ProcessBackend(Protocol):
         """Pids started by this backend that are still running."""
         ...
 
+    def members(self, pid: int) -> list[int]:
+        """The processes of the workload ``pid`` leads (its workers too: torchrun's run
+        apart from the leader), ``pid`` included; ``[pid]`` where the backend cannot tell."""
+        ...
+
 
 class NodeBackend(DeviceInventory, MigBackend, MpsBackend, ProcessBackend, Protocol):
     """All four interfaces of one node, as a backend factory returns them."""

@@ -363,6 +363,10 @@ class FakeNode:
         self._settle()
         return [p.pid for p in self._procs.values() if p.alive]
 
+    def members(self, pid: int) -> list[int]:
+        """A fake program is one process."""
+        return [pid]
+
     # --- internals ---------------------------------------------------------------------------
 
     def _gpu(self, index: int) -> _Gpu:

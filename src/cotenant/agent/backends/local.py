@@ -279,6 +279,20 @@ class PopenProcesses:
         leader exited while the rest drain still runs)."""
         return list(self._children)
 
+    def members(self, pid: int) -> list[int]:
+        """The live processes of the workload ``pid`` leads, found as signals find them (its
+        cgroup, else its group and token), and ``pid`` itself."""
+        child = self._children.get(pid)
+        entry = self.leaders.get(pid)
+        if child is not None:
+            found = self._members(pid, child.token, group=True, cgroup=child.cgroup)
+        elif entry is not None:
+            found = self._members(pid, entry.token, group=self.leaders.is_alive(pid),
+                                  cgroup=self._book_cgroup(entry))
+        else:
+            found = []
+        return sorted({pid, *found})
+
 
 def _cgroup_signal(cgroup: Path, signum: int) -> bool:
     """Do what ``signum`` asks through the cgroup where it can do it whole: SIGSTOP freezes

@@ -281,3 +281,6 @@ class NvmlNode:
     def pids(self) -> list[int]:
         return self._procs.pids()
 
+    def members(self, pid: int) -> list[int]:
+        return self._procs.members(pid)
+
