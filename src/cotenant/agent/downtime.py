@@ -12,17 +12,27 @@ that actually run there, without any help from the job:
   (MPS reads the share only when a client starts) until its successor is busy: the
   checkpoint on SIGTERM, the exit, the new process, its CUDA context and its warm-up.
 
+A start is timed from the spawn, so a start the agent had to defer (an MPS daemon not up
+yet) is not charged for the wait; a share change includes its own spawn.
+
 "Busy" is the SM utilisation of the job's own processes (NVML's per-process samples of the
 leader, else of any process of its cgroup or group: torchrun's workers run apart from it) at
 or above ``busy_pct`` (10% by default: a training step, not a context or a data loader).
 Whether NVML samples MPS clients one by one has not been checked on a GPU (the share
-controller reads the online load the same way). A second
-share change before the job is busy again extends the same downtime (the job was down all
-along). A measurement is dropped, unrecorded, when its job crashes, is paused by the guard,
-stops for good, or shows no utilisation for ``timeout_s`` (a backend without per-process
-samples: logged once per workload). The medians are what ``cotenant simulate colocation
---offline-start-s / --share-change-s`` should be given; ``cotenant agent status`` prints them
-and Prometheus gets ``cotenant_offline_downtime_seconds``. Measurements live in memory (and
+controller reads the online load the same way).
+
+Each sample is the cost of one change, as the simulator charges it: a second share change
+before the job is busy again starts the measurement afresh from its own SIGTERM (the first
+was cut short), and a share change while a start is still warming up leaves that start
+unmeasured. A measurement is dropped, unrecorded, when its job crashes or faults (during the
+checkpoint too), is paused or evicted by the guard, stops for good, or shows no utilisation
+for ``timeout_s`` (a backend without per-process samples: logged each time). An agent
+restart loses the open ones, and the next start of a job that was down then is not measured
+(its cause is unknown); a wall clock stepping back shifts them with it.
+
+The medians are what ``cotenant simulate colocation --offline-start-s / --share-change-s``
+should be given; ``cotenant agent status`` prints them and Prometheus gets
+``cotenant_offline_downtime_seconds``. Measurements live in memory (and
 as ``up again`` events in the state file); precision is the agent's tick (1 s by default).
 """
 
@@ -73,18 +83,21 @@ class DowntimeMeter:
         self.busy_pct = busy_pct
         self.timeout_s = timeout_s
         self._open: dict[str, _Open] = {}
+        self._unknown: set[str] = set()
+        """Workloads down for a reason this meter did not see (before an agent restart)."""
         self._done: dict[str, deque[float]] = {kind: deque(maxlen=KEEP) for kind in KINDS}
 
     def stopped_for_share(self, name: str, now: float) -> None:
         """The agent sent ``name`` SIGTERM to restart it with a new share."""
-        current = self._open.get(name)
-        if current is not None and current.kind == SHARE_CHANGE:
-            current.pid = None  # not busy yet: the same downtime goes on
-            return
-        self._open[name] = _Open(SHARE_CHANGE, now)
+        self._unknown.discard(name)
+        self._open[name] = _Open(SHARE_CHANGE, now)  # a change while down starts afresh
 
     def started(self, name: str, pid: int, now: float) -> None:
         """Offline workload ``name`` was spawned as ``pid``."""
+        if name in self._unknown:  # down since before this agent: no telling for what
+            self._unknown.discard(name)
+            self._open.pop(name, None)
+            return
         current = self._open.get(name)
         if current is not None and current.kind == SHARE_CHANGE and current.pid is None:
             current.pid = pid  # the successor whose busy time ends the share change
@@ -92,8 +105,19 @@ class DowntimeMeter:
             self._open[name] = _Open(START, now, pid)
 
     def forget(self, name: str) -> None:
-        """Drop ``name``'s open downtime (it stops for good, or is paused)."""
+        """Drop ``name``'s open downtime (it stops for good, faults, or is paused)."""
         self._open.pop(name, None)
+
+    def down_unseen(self, name: str) -> None:
+        """``name`` is down for a reason not seen (an agent restart): do not measure its next
+        start."""
+        self._open.pop(name, None)
+        self._unknown.add(name)
+
+    def shift(self, by: float) -> None:
+        """The wall clock stepped back ``by`` seconds: keep each open downtime as long."""
+        for state in self._open.values():
+            state.begin -= by
 
     def observe(self, gpus: Sequence[GpuInfo], live: Collection[str], paused: Iterable[str],
                 now: float, members: Callable[[int], list[int]] | None = None,
@@ -105,6 +129,7 @@ class DowntimeMeter:
         utilisation samples."""
         for name in set(paused) | (set(self._open) - set(live)):
             self.forget(name)
+        self._unknown &= set(live)
         util = {p.pid: p.sm_util_pct for g in gpus for p in g.processes}
         done: list[Downtime] = []
         gave_up: list[str] = []

@@ -207,10 +207,16 @@ class Supervisor:
         for gpu in self._offline_held:
             self._offline_held[gpu] -= by
         self.pauses.shift(by)
+        self.downtime.shift(by)
 
     def _recover(self, now: float) -> None:
         self._recovered = True
         for record in self.store.all():
+            if record.spec.role is Role.OFFLINE and (
+                    record.status is Status.RESTARTING
+                    or (record.status is Status.PENDING
+                        and record.last_exit.startswith("requested"))):
+                self.downtime.down_unseen(record.spec.name)  # a previous agent's restart
             if not record.status.has_process or record.pid is None:
                 continue
             status = self.backend.poll(record.pid)
@@ -281,6 +287,8 @@ class Supervisor:
                          f"{label}: {detail}" if requested else detail)
         record = self.store.update(record, pid=None, last_exit=f"{label}: {detail}",
                                    since=now)
+        if not requested:  # a crash or fault, also while checkpointing: no restart cost
+            self.downtime.forget(name)
         if record.status is Status.STOPPING:
             self.store.update(record, status=Status.STOPPED)
         elif record.status is Status.RESTARTING:

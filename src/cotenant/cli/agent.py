@@ -26,6 +26,7 @@ from cotenant.agent.service import AgentService
 from cotenant.agent.share import SHARE_POLICIES
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.cli.agent_inputs import (
+    AgentReplyError,
     call_agent,
     ensure_token,
     parse_listen,
@@ -219,7 +220,12 @@ def status(
     token = read_token(token_file or state_dir / "token")
     gpus = call_agent(url, token, "GET", "/v1/gpus")
     workloads = call_agent(url, token, "GET", "/v1/workloads")
-    downtime = call_agent(url, token, "GET", "/v1/downtime")
+    try:
+        downtime = call_agent(url, token, "GET", "/v1/downtime")
+    except AgentReplyError as exc:  # an agent older than the route
+        if exc.code != 404:
+            raise
+        downtime = {"busy_pct": None, "kinds": {}}
     if json_out:
         typer.echo(json.dumps({"gpus": gpus, "workloads": workloads, "downtime": downtime},
                               indent=2))

@@ -75,6 +75,14 @@ def share_policy_of(
     return policy
 
 
+class AgentReplyError(CotenantError):
+    """The agent answered with an HTTP error ``code``."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 def call_agent(url: str, token: str, method: str, path: str, body: object = None) -> Any:
     data = None if body is None else json.dumps(body).encode()
     try:
@@ -91,7 +99,7 @@ def call_agent(url: str, token: str, method: str, path: str, body: object = None
             message = exc.reason
         finally:
             exc.close()
-        raise CotenantError(f"agent at {url}: HTTP {exc.code}: {message}") from exc
+        raise AgentReplyError(f"agent at {url}: HTTP {exc.code}: {message}", exc.code) from exc
     except (urllib.error.URLError, OSError) as exc:
         raise CotenantError(f"cannot reach the agent at {url}: {exc}",
                             hint="is `cotenant agent run` running? check --url") from exc

@@ -135,7 +135,8 @@ def test_a_job_without_utilisation_samples_is_given_up_and_logged(tmp_path: Path
     assert meter.observe([gpu], {"train"}, (), 32.0) == ([], [])  # logged once
 
 
-def test_a_second_share_change_before_busy_extends_the_same_downtime() -> None:
+def test_a_second_share_change_before_busy_is_measured_from_its_own_sigterm() -> None:
+    """Each sample is one change's cost, as the simulator charges per change."""
     meter = DowntimeMeter()
     meter.stopped_for_share("train", 10.0)
     meter.started("train", 7, 15.0)
@@ -144,7 +145,7 @@ def test_a_second_share_change_before_busy_extends_the_same_downtime() -> None:
     busy = GpuInfo(0, "GPU-x", "A100-40GB", 40960, 8000, 50.0, None, False,
                    (GpuProcess(8, 8000, 55.0),))
     done, _ = meter.observe([busy], {"train"}, (), 40.0)
-    assert [(d.kind, d.seconds) for d in done] == [(SHARE_CHANGE, 30.0)]
+    assert [(d.kind, d.seconds) for d in done] == [(SHARE_CHANGE, 22.0)]
 
 
 def test_quantiles_over_many_measurements() -> None:
@@ -194,3 +195,47 @@ def test_a_job_whose_workers_do_the_gpu_work_is_busy_when_a_worker_is() -> None:
     assert meter.observe([gpu], {"train"}, (), 5.0) == ([], [])  # 8 is nobody's worker
     done, _ = meter.observe([gpu], {"train"}, (), 6.0, lambda pid: [pid, 8] if pid == 7 else [])
     assert [(d.kind, d.seconds) for d in done] == [(START, 6.0)]
+
+
+def test_an_agent_restart_during_a_share_change_measures_no_start(
+    node: Node, tmp_path: Path
+) -> None:
+    """The successor of a share change a previous agent began is not a start sample."""
+    node.service.submit(ONLINE)
+    node.service.submit(OFFLINE)
+    node.service.tick()
+    node.run(15)
+    node.fake.set_util(node.pid("web"), 70.0)
+    node.run(1)  # SIGTERM for the share change; the agent dies during the checkpoint
+    node.service.close()
+    node.service = AgentService(node.fake, tmp_path, LoadShare(), clock=node.clock,
+                                executor=INLINE)
+    node.run(30)
+    assert node.measured() == ["start: 12.0 s"]  # the first agent's; nothing after
+    node.fake.set_util(node.pid("web"), 95.0)  # a change this agent makes is measured
+    node.run(20)
+    assert node.measured()[-1] == "share change: 17.0 s"
+
+
+def test_a_fault_during_the_checkpoint_is_no_share_change_sample(node: Node) -> None:
+    node.service.submit(ONLINE)
+    node.service.submit(OFFLINE)
+    node.service.tick()
+    node.run(15)
+    node.fake.set_util(node.pid("web"), 70.0)
+    node.run(2)  # SIGTERM, checkpointing
+    node.fake.kill_daemon(0)  # its MPS server dies under it: a fault, not the change's cost
+    node.run(30)
+    assert "share change" not in " ".join(node.measured())
+    assert node.measured() == ["start: 12.0 s", "start: 12.0 s"]  # the fault's restart
+
+
+def test_a_wall_clock_step_back_keeps_an_open_downtime_as_long() -> None:
+    meter = DowntimeMeter()
+    meter.stopped_for_share("train", 100.0)
+    meter.shift(60.0)  # the clock went back a minute after the SIGTERM
+    meter.started("train", 7, 45.0)
+    busy = GpuInfo(0, "GPU-x", "A100-40GB", 40960, 8000, 50.0, None, False,
+                   (GpuProcess(7, 8000, 55.0),))
+    done, _ = meter.observe([busy], {"train"}, (), 57.0)
+    assert [(d.kind, d.seconds) for d in done] == [(SHARE_CHANGE, 17.0)]

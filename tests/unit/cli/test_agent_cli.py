@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -338,3 +339,36 @@ def test_status_shows_the_offline_downtime_the_agent_measured(
     assert code == 0
     assert "Offline downtime" in out
     assert "--offline-start-s" in out
+
+
+class _OldAgent(BaseHTTPRequestHandler):
+    """An agent from before ``/v1/downtime``: it answers 404 there."""
+
+    def do_GET(self) -> None:
+        replies = {"/v1/gpus": [], "/v1/workloads": []}
+        body = json.dumps(replies.get(self.path, {"error": f"no route GET {self.path}"}))
+        self.send_response(200 if self.path in replies else 404)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def test_status_of_an_agent_without_the_downtime_route(capsys: Capsys, tmp_path: Path) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _OldAgent)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    token = tmp_path / "token"
+    token.write_text("tok\n", encoding="utf-8")
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        code, out, _ = run(capsys, "agent", "status", "--url", url, "--token-file", str(token))
+        assert code == 0
+        assert "Workloads" in out
+        assert "Offline downtime" not in out
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
