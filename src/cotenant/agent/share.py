@@ -1,10 +1,12 @@
 """The SM-share controller: the co-location policy's decision, enforced through MPS.
 
-Each tick, for every GPU that runs an online service, it observes the online load (the online
-process's SM utilisation where the backend reports it per process, else the GPU's
-utilisation, as a fraction), asks the :class:`~cotenant.policies.colocation.SharePolicy` - the
-same object the simulator drives - for the online share, and gives the GPU's offline workloads
-``100 - share`` percent of the SMs (at least 1, MPS's minimum).
+Each tick, for every GPU that runs an online service, it observes the online load (the SM
+utilisation of the service's processes on that GPU where the backend reports it per process:
+its leader's and its workers', found as signals find them, since servers such as vLLM run
+their GPU work in a child; else the GPU's utilisation, as a fraction), asks the
+:class:`~cotenant.policies.colocation.SharePolicy` - the same object the simulator drives -
+for the online share, and gives the GPU's offline workloads ``100 - share`` percent of the
+SMs (at least 1, MPS's minimum).
 
 MPS reads ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` only when a client creates its context, and
 ``set_active_thread_percentage <server PID> <pct>`` in ``nvidia-cuda-mps-control`` changes it
@@ -200,6 +202,15 @@ class ShareController:
             if change:
                 self.supervisor.restart_for_share(record.spec.name, target, now)
 
+    def _own_util(self, pid: int | None, per_pid: dict[int, float | None]) -> float | None:
+        """The SM utilisation of workload ``pid``'s processes (leader and workers) that have
+        a sample; None if none has."""
+        if pid is None:
+            return None
+        found = [u for m in self.supervisor.backend.members(pid)
+                 if (u := per_pid.get(m)) is not None]
+        return min(100.0, sum(found)) if found else None
+
     def _peak(self, name: str, util: float, now: float) -> float:
         """Record workload ``name``'s ``util`` at ``now``; its peak over the window."""
         window = self._samples.setdefault(name, deque())
@@ -216,7 +227,7 @@ class ShareController:
         shares: list[int] = []
         errors: list[str] = []
         for record in online:
-            util = per_pid.get(record.pid) if record.pid is not None else None
+            util = self._own_util(record.pid, per_pid)
             util = info.utilisation_pct if util is None else util
             if util is None:
                 errors.append(f"GPU {info.index} reports no utilisation for "

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
+
 from cotenant.agent.share import SHARE_POLICIES, ShareController
 from cotenant.agent.state import Status
 from cotenant.policies.colocation.contract import OnlineObservation
@@ -193,6 +195,24 @@ def test_each_online_service_is_judged_on_its_own_peak_and_slo(tmp_path: Path) -
     tick(agent, controller)
     assert controller.shares[0] == 80
     assert agent.record("train").applied_pct == 20
+
+
+def test_a_service_whose_worker_runs_the_kernels_is_judged_on_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM's API server runs no kernel; its engine process, a child, does. The load is the
+    workload's processes' (``members``), not the leader's 0 nor the GPU's, which counts the
+    offline co-runner too."""
+    agent, controller, policy = setup(tmp_path)
+    leader = agent.record("web").pid
+    assert leader is not None
+    agent.node.set_util(leader, 0.0)
+    worker = agent.node.spawn(["fake-workload", "--util-pct", "40"], {}, 0)  # its engine
+    monkeypatch.setattr(agent.node, "members",
+                        lambda pid: [pid, worker] if pid == leader else [pid])
+    tick(agent, controller)
+    assert policy.seen[-1].load == 0.4  # not 0 (the leader) nor 1 (the GPU, with train)
+    assert controller.shares[0] == 60
 
 
 def test_static_policy_from_the_registry() -> None:
