@@ -52,6 +52,7 @@ from cotenant.agent.spec import Role, WorkloadSpec
 from cotenant.agent.state import Status, WorkloadRecord
 from cotenant.agent.supervisor import NODE, Supervisor
 from cotenant.errors import CotenantError, InputError, check_seconds
+from cotenant.perf import mps
 from cotenant.policies.colocation.contract import (
     MAX_SHARE_PCT,
     MIN_SHARE_PCT,
@@ -63,6 +64,26 @@ from cotenant.policies.colocation.share import DynamicShare, FixedShare
 from cotenant.registry import Registry
 
 SHARE_POLICIES: Registry[SharePolicy] = Registry("share policy")
+SATURATED_PCT = 99.0
+"""An online service busy this much of the time is saturated: no load can be read off it."""
+BUSY_PCT = 10.0
+"""An offline client at or above this SM utilisation is running kernels (not starting)."""
+
+
+def solo_load_pct(busy_pct: float, model: str, offline_pct: int) -> float:
+    """The load (percent of a whole GPU, as the policy and the simulator mean it) of an
+    online service measured busy ``busy_pct`` of the time while offline clients hold
+    ``offline_pct`` of the SMs: on the rest its kernels run slower (``perf.mps.speed``, the
+    Amdahl fit for ``model``), so it is busy longer for the same load. A model the
+    performance model does not know is taken as measured (the larger, safer figure)."""
+    if offline_pct <= 0 or busy_pct >= SATURATED_PCT:  # saturated: its load is unknown
+        return busy_pct
+    try:
+        serial = mps.ONLINE_SERIAL[mps.model_index(model)]
+    except ValueError:
+        return busy_pct
+    share = max(MIN_SHARE_PCT, MAX_SHARE_PCT - offline_pct) / 100.0
+    return busy_pct * float(mps.speed(share, serial))
 
 
 @SHARE_POLICIES.register("static", aliases=("fixed-online",))
@@ -168,7 +189,8 @@ class ShareController:
             current = MAX_SHARE_PCT - applied[0] if applied else None
         if current is not None:
             current = min(MAX_SHARE_PCT, max(MIN_SHARE_PCT, current))
-        shares, errors = self._decide(info, online, current, now)
+        shares, errors = self._decide(info, online, self._offline_busy_pct(info, offline),
+                                      current, now)
         if errors:  # e.g. a model the policy does not know: the others still decide
             if self._errors.get(index) != errors[0]:
                 self._errors[index] = errors[0]
@@ -219,8 +241,23 @@ class ShareController:
             window.popleft()
         return max(u for _, u in window)
 
-    def _decide(self, info: GpuInfo, online: list[WorkloadRecord], current: int | None,
-                now: float) -> tuple[list[int], list[str]]:
+    def _offline_busy_pct(self, info: GpuInfo, offline: list[WorkloadRecord]) -> int:
+        """The SM share held by the GPU's offline clients that are running kernels now
+        (running, not paused, their processes' utilisation at least ``BUSY_PCT``)."""
+        per_pid = {p.pid: p.sm_util_pct for p in info.processes}
+        paused = self.supervisor.paused()
+        held = 0
+        for record in offline:
+            if (record.status is not Status.RUNNING or record.applied_pct is None
+                    or record.spec.name in paused):
+                continue
+            util = self._own_util(record.pid, per_pid)
+            if util is not None and util >= BUSY_PCT:
+                held += record.applied_pct
+        return min(held, MAX_SHARE_PCT - MIN_SHARE_PCT)
+
+    def _decide(self, info: GpuInfo, online: list[WorkloadRecord], offline_pct: int,
+                current: int | None, now: float) -> tuple[list[int], list[str]]:
         """Each online service's share by the policy, on its own peak load, model and SLO;
         and the one-line errors of those the policy could not judge."""
         per_pid = {p.pid: p.sm_util_pct for p in info.processes}
@@ -233,6 +270,7 @@ class ShareController:
                 errors.append(f"GPU {info.index} reports no utilisation for "
                               f"{record.spec.name!r} (MIG mode?): its load is unknown")
                 continue
+            util = solo_load_pct(util, record.spec.model or record.spec.name, offline_pct)
             peak = self._peak(record.spec.name, util, now)
             obs = OnlineObservation(record.spec.model or record.spec.name, peak / 100.0,
                                     record.spec.slo_ms,

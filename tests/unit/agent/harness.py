@@ -11,7 +11,8 @@ from cotenant.agent.spec import WorkloadSpec
 from cotenant.agent.state import StateStore, Status, WorkloadRecord
 from cotenant.agent.supervisor import Backoff, Supervisor
 
-ONLINE = {"name": "web", "argv": ["fake-workload", "--mem-mib", "4000", "--util-pct", "30"],
+ONLINE = {"name": "web", "argv": ["fake-workload", "--mem-mib", "4000", "--util-pct", "30",
+                                  "--model", "resnet50"],
           "role": "online", "gpu": 0, "model": "resnet50", "slo_ms": 50}
 OFFLINE = {"name": "train", "argv": ["fake-workload", "--mem-mib", "8000", "--util-pct", "60"],
            "role": "offline", "gpu": 0, "mem_limit_mib": 10000, "sm_share": 50}

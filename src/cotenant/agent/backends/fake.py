@@ -14,7 +14,9 @@ backend Protocols and enforces what NVML, MIG and MPS would:
 * MPS: a process whose env names a GPU's pipe directory is a client of that GPU's daemon. A fatal
   CUDA error in one client reaches every client on that GPU (they exit ``FAULT_EXIT_DELAY_S``
   later), and the server refuses new clients until all of them have exited. Killing the daemon
-  ends all its clients.
+  ends all its clients. An online program (``--model``) is busy longer while other clients
+  with a thread percentage run kernels: its load over its speed on the SMs they leave it
+  (``perf.mps``), as the utilisation NVML would show.
 * Faults can be injected: XID events, NVML query errors, daemon deaths.
 * Signals act as on Linux: SIGSTOP pauses a process (it keeps its memory, causes no
   utilisation, and its program's clock stands still), SIGCONT resumes it; a SIGTERM or
@@ -48,8 +50,10 @@ from cotenant.agent.backends.programs import Program, parse_mem_limit
 from cotenant.errors import InputError, PermanentError, TemporaryError
 from cotenant.model.gpu import CATALOG, GpuModel
 from cotenant.model.mig import MigGeometry, MigLayout, MigPlacement
+from cotenant.perf import mps
 
 FAULT_EXIT_DELAY_S = 1.0
+THREAD_PCT = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 MSG_OOM = "torch.OutOfMemoryError: CUDA out of memory (fake node)"
 MSG_CUDA = "RuntimeError: CUDA error: an illegal memory access was encountered"
 MSG_MPS_FAULT = "RuntimeError: CUDA error: MPS client terminated by a fatal fault of another client"
@@ -405,6 +409,12 @@ class FakeNode:
         procs = self._alive(state.index)
         now = self.clock()
         busy = {p.pid: self._util(p, now) for p in procs}
+        for p in procs:  # an online service runs slower on the SMs busy clients leave it
+            if p.program.model and busy[p.pid] > 0.0:
+                held = sum(_thread_pct(q) for q in procs if q is not p and busy[q.pid] > 0.0)
+                share = max(1, min(_thread_pct(p) or 100, 100 - held)) / 100.0
+                serial = mps.ONLINE_SERIAL[mps.model_index(p.program.model)]
+                busy[p.pid] = min(100.0, busy[p.pid] / float(mps.speed(share, serial)))
         util = min(100.0, sum(busy.values()))
         assert state.model.memory_mib is not None
         return GpuInfo(
@@ -490,3 +500,13 @@ class FakeNode:
             start = when if other.paused_at is None else other.paused_at
             other.fault_exit_at = min(other.fault_exit_at, start + FAULT_EXIT_DELAY_S)
         self._gpus[proc.gpu].mps_faulted = bool(others)
+
+
+def _thread_pct(proc: _Proc) -> int:
+    """The SM share an MPS client was started with; 0 for none (it holds no set share)."""
+    if not proc.mps_client:
+        return 0
+    try:
+        return int(proc.env.get(THREAD_PCT, "0"))
+    except ValueError:
+        return 0

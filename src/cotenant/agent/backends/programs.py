@@ -15,6 +15,11 @@ the injected clock, so tests are deterministic. ``fake-workload`` understands::
                   --term-delay-s 5      on SIGTERM/SIGINT, checkpoint for 5 s, then exit by
                                         the signal (default 0: at once; inf: ignore it);
                                         SIGKILL always ends it at once
+                  --model resnet50      an online service of that model: while other MPS
+                                        clients with a thread percentage run kernels, its
+                                        kernels get the rest of the SMs and run slower
+                                        (``perf.mps.speed``), so the GPU shows it busy
+                                        --util-pct / speed of the time (at most 100)
 
 Any other argv is accepted and runs idle until signalled (the fake records the exact argv, which
 is how the tests show that no shell ever sees a workload's command line).
@@ -29,7 +34,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cotenant.errors import InputError
+from cotenant.errors import InputError, UnknownNameError
+from cotenant.perf import mps
 
 PROGRAM = "fake-workload"
 _FLAGS = {
@@ -58,6 +64,8 @@ class Program:
     grow_at_s: float = math.inf
     crash_at_s: float = math.inf
     term_delay_s: float = 0.0
+    model: str = ""
+    """The online model it serves ("" for none): its utilisation follows its SM share."""
 
     @staticmethod
     def from_argv(argv: Sequence[str]) -> Program:
@@ -68,9 +76,16 @@ class Program:
         args = list(argv[1:])
         if len(args) % 2:
             raise InputError(f"{PROGRAM} argv", f"flag {args[-1]!r} has no value")
+        model = ""
         for flag, raw in zip(args[::2], args[1::2], strict=True):
+            if flag == "--model":
+                if raw not in mps.ONLINE_MODELS:
+                    raise UnknownNameError("online model", raw, mps.ONLINE_MODELS,
+                                           f"{PROGRAM} --model")
+                model = raw
+                continue
             if flag not in _FLAGS:
-                valid = ", ".join(sorted(_FLAGS))
+                valid = ", ".join(sorted([*_FLAGS, "--model"]))
                 raise InputError(f"{PROGRAM} argv", f"unknown flag {flag!r}; valid: {valid}")
             try:
                 values[_FLAGS[flag]] = float(raw)
@@ -86,6 +101,7 @@ class Program:
             grow_at_s=values.get("grow_at_s", math.inf),
             crash_at_s=values.get("crash_at_s", math.inf),
             term_delay_s=values.get("term_delay_s", 0.0),
+            model=model,
         )
 
 
