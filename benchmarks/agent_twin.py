@@ -1,0 +1,195 @@
+"""Benchmark: the node agent, driven by the real duty cycles, against the simulator's MuxFlow.
+
+The simulator charges MuxFlow a restart for every MPS share change (``share_change_s``), and
+its verdict on issue 3 turns on how many it makes. The simulator decides once a minute; the
+agent decides every tick on a window of samples, and its compute guard pauses first and then
+raises the online share by fixed steps. Do the two make the same number of changes?
+
+This runs the agent's own code (``AgentService``: share controller, guard, supervisor) on the
+fake node, one online service and one offline training job per GPU, for ``--gpus`` GPUs drawn
+from the real run's workload (``../shared/data``; else the synthetic one) over ``--hours``:
+
+* each minute the online fake's load is that minute's duty cycle (``--model``: the fake shows
+  it busy longer on the SMs a busy offline client leaves it, as NVML would);
+* every second the online p99 is computed from the same model the simulator uses
+  (``perf.mps.p99_ms`` at the share the offline client leaves it) and pushed to the guard, as
+  a sidecar would; the agent ticks every second;
+* the offline job never ends; a start and a restart cost it 30 s (it exits at once on
+  SIGTERM, then warms up for 30 s), the simulator's ``offline_start_s`` and
+  ``share_change_s``; its work is ``perf.mps.offline_speed`` of its share while it runs
+  kernels.
+
+The simulator runs the same GPUs, series, models and SLOs with one never-ending job per GPU
+from the start and no faults. Both report share changes, guard throttles, evictions and
+offline work per co-located GPU-hour. Seconds over the SLO are reported for the agent but
+not compared: a 1 s tick reacts slower than the simulator's 0.5 s guard assumption.
+
+    .venv/bin/python benchmarks/agent_twin.py [--gpus 16] [--hours 2] [--start-hour 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from cotenant.agent.backends import FakeNode, ManualClock
+from cotenant.agent.latency import INLINE
+from cotenant.agent.service import AgentService
+from cotenant.agent.state import Status
+from cotenant.perf import mps
+from cotenant.policies.colocation.share import DynamicShare
+from cotenant.sim.colocation import run_colocation
+from cotenant.sim.colocation_faults import FaultRates
+from cotenant.sim.colocation_records import ColocationConfig
+from cotenant.sim.colocation_workload import ColocationWorkload, synthetic_workload
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import colocation as coloc  # the real run's workload, built as it builds it
+
+CHECKPOINT_S, WARMUP_S = 0.0, 30.0  # a start and a share change: 30 s, as simulated
+JOB_MIB = 1000.0
+
+
+def workload(seed: int, gpus: int, hours: float,
+             start_hour: float = 0.0) -> tuple[ColocationWorkload, str]:
+    """``gpus`` GPUs of the real run (else synthetic) over ``hours`` from ``start_hour``, one
+    endless job each."""
+    if coloc.PODS.exists() and coloc.LOAD.exists():
+        full, source = coloc._real_workload(seed), "real (openb + GenAI duty cycles)"
+    else:
+        full = synthetic_workload(np.random.default_rng(seed), gpus=max(gpus, 64),
+                                  intervals=round((start_hour + hours) * 60))
+        source = "synthetic (../shared/data absent)"
+    pick = np.sort(np.random.default_rng(seed).choice(full.gpus, gpus, replace=False))
+    first = round(start_hour * 3600 / full.interval_s)
+    cut = slice(first, first + round(hours * 3600 / full.interval_s))
+    if cut.stop > full.intervals:
+        raise SystemExit(f"--start-hour + --hours passes the {full.intervals} intervals")
+    memory = None if full.memory_profile is None else full.memory_profile[:, cut]
+    sub = dataclasses.replace(
+        full, gpu_memory_mib=full.gpu_memory_mib[pick], model=full.model[pick],
+        online_memory_mib=full.online_memory_mib[pick], slo_ms=full.slo_ms[pick],
+        series=full.series[pick], load=full.load[:, cut], memory_profile=memory,
+        job_memory_mib=np.full(gpus, JOB_MIB), job_work_s=np.full(gpus, 1e12),
+        job_profile=full.job_profile[:gpus], job_arrival=np.zeros(gpus, np.int64),
+    )
+    return sub, source
+
+
+def simulate(work: ColocationWorkload, seed: int) -> dict[str, float]:
+    config = ColocationConfig(faults=FaultRates(0.0, 0.0, 0.0, 0.0),
+                              offline_start_s=CHECKPOINT_S + WARMUP_S,
+                              share_change_s=CHECKPOINT_S + WARMUP_S)
+    run = run_colocation(work, "muxflow", seed, config)
+    hours = float(run.running.sum()) * work.interval_s / 3600.0
+    return {"colocated_gpu_hours": round(hours, 2),
+            "share_changes_per_gpu_hour": round(run.share_changes / hours, 2),
+            "throttles_per_gpu_hour": round(run.throttles / hours, 2),
+            "evictions_per_gpu_hour": round(run.evictions / hours, 2),
+            "offline_tput": round(float(run.offline_throughput.mean()), 4)}
+
+
+def twin(work: ColocationWorkload) -> dict[str, float]:
+    """The agent on the fake node, ticked every second."""
+    n, steps = work.gpus, work.intervals
+    clock = ManualClock(0.0)
+    node = FakeNode.build("A100-80GB", n, clock)
+    models = [mps.ONLINE_MODELS[m] for m in work.model]
+    serial, l100 = mps.ONLINE_SERIAL[work.model], mps.ONLINE_L100[work.model]
+    policy = DynamicShare()
+    first = work.load[work.series, 0]
+    with tempfile.TemporaryDirectory() as tmp:
+        service = AgentService(node, Path(tmp), policy, clock=clock, executor=INLINE)
+        try:
+            need = policy.needed(work.model, first, work.slo_ms)
+            for i in range(n):
+                service.submit({"name": f"web{i}", "role": "online", "gpu": i,
+                                "model": models[i], "slo_ms": float(work.slo_ms[i]),
+                                "argv": ["fake-workload", "--util-pct", "0",
+                                         "--model", models[i]]})
+                service.submit({"name": f"train{i}", "role": "offline", "gpu": i,
+                                "sm_share": int(max(1, 100 - min(need[i], 100))),
+                                "argv": ["fake-workload", "--util-pct", "90",
+                                         "--term-delay-s", str(CHECKPOINT_S),
+                                         "--warmup-s", str(WARMUP_S)]})
+            work_s = over_s = colocated_s = 0.0
+            for second in range(steps * work.interval_s):
+                minute = second // work.interval_s
+                load = work.load[work.series, minute]
+                records = {r.spec.name: r for r in service.store.all()}
+                if second % work.interval_s == 0:
+                    for i in range(n):
+                        pid = records[f"web{i}"].pid
+                        if pid is not None:
+                            node.set_util(pid, 100.0 * float(load[i]))
+                info = node.gpus()
+                util = {p.pid: p.sm_util_pct or 0.0 for g in info for p in g.processes}
+                paused = service.supervisor.paused()
+                share = np.ones(n)
+                inter = np.ones(n)
+                for i in range(n):
+                    train = records[f"train{i}"]
+                    if train.status is Status.RUNNING and train.applied_pct is not None:
+                        colocated_s += 1.0
+                        if (train.pid is not None and util.get(train.pid, 0.0) > 0.0
+                                and train.spec.name not in paused):
+                            share[i] = max(1, 100 - train.applied_pct) / 100.0
+                            inter[i] = mps.MPS_LIMITED_INTERFERENCE
+                            work_s += float(mps.offline_speed(train.applied_pct / 100.0))
+                p99 = mps.p99_ms(load, share, serial, l100, inter)
+                over_s += float((p99 > work.slo_ms).sum())
+                for i in range(n):
+                    if records[f"web{i}"].status is Status.RUNNING:
+                        service.report_p99(f"web{i}", {"p99_ms": float(min(p99[i], 1e6))})
+                service.tick()
+                clock.advance(1.0)
+            changes = sum(1 for e in service.store.events() if e.kind == "share change")
+            hours = colocated_s / 3600.0
+            total = n * steps * work.interval_s
+            return {"colocated_gpu_hours": round(hours, 2),
+                    "share_changes_per_gpu_hour": round(changes / hours, 2),
+                    "pauses_per_gpu_hour": round(service.guard.pauses / hours, 2),
+                    "throttles_per_gpu_hour": round(service.guard.throttles / hours, 2),
+                    "evictions_per_gpu_hour": round(service.guard.evictions / hours, 2),
+                    "offline_tput": round(work_s / total, 4),
+                    "online_seconds_over_slo_pct": round(100.0 * over_s / total, 3)}
+        finally:
+            service.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, default=16)
+    parser.add_argument("--hours", type=float, default=2.0)
+    parser.add_argument("--start-hour", type=float, default=1.0,
+                        help="where in the day to start (the GenAI load is busiest 01-09 UTC)")
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args()
+    work, source = workload(args.seed, args.gpus, args.hours, args.start_hour)
+    out: dict[str, object] = {
+        "machine": f"{platform.platform()}, {os.cpu_count()} CPUs, {platform.python_version()}",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "workload": source, "gpus": args.gpus, "hours": args.hours,
+        "start_hour": args.start_hour, "seed": args.seed,
+        "mean_duty_cycle": round(float(work.load[work.series].mean()), 4),
+    }
+    started = time.perf_counter()
+    out["simulator"] = simulate(work, args.seed)
+    out["agent"] = twin(work)
+    out["wall_s"] = round(time.perf_counter() - started, 1)
+    out["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
