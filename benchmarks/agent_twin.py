@@ -71,6 +71,10 @@ def workload(seed: int, gpus: int, hours: float,
                                   intervals=round((start_hour + hours) * 60))
         source = "synthetic (../shared/data absent)"
     pick = np.sort(np.random.default_rng(seed).choice(full.gpus, gpus, replace=False))
+    # one job profile for all, the one whose memory traffic is nearest the mean: the
+    # simulator's matching then cannot pair GPUs and jobs differently from the twin
+    util = np.asarray(mps.TRAINING_MEM_UTIL)
+    profile = int(np.argmin(np.abs(util - util.mean())))
     first = round(start_hour * 3600 / full.interval_s)
     cut = slice(first, first + round(hours * 3600 / full.interval_s))
     if cut.stop > full.intervals:
@@ -81,7 +85,7 @@ def workload(seed: int, gpus: int, hours: float,
         online_memory_mib=full.online_memory_mib[pick], slo_ms=full.slo_ms[pick],
         series=full.series[pick], load=full.load[:, cut], memory_profile=memory,
         job_memory_mib=np.full(gpus, JOB_MIB), job_work_s=np.full(gpus, 1e12),
-        job_profile=full.job_profile[:gpus], job_arrival=np.zeros(gpus, np.int64),
+        job_profile=np.full(gpus, profile, np.int64), job_arrival=np.zeros(gpus, np.int64),
     )
     return sub, source
 
@@ -99,14 +103,23 @@ def simulate(work: ColocationWorkload, seed: int) -> dict[str, float]:
             "offline_tput": round(float(run.offline_throughput.mean()), 4)}
 
 
+def pair_interference(work: ColocationWorkload) -> float:
+    """The simulator's slowdown of an online service beside the (one) job profile."""
+    util = np.asarray(mps.TRAINING_MEM_UTIL)
+    scale = util[int(work.job_profile[0])] / util.mean()
+    return float(1.0 + (mps.MPS_LIMITED_INTERFERENCE - 1.0) * scale)
+
+
 def twin(work: ColocationWorkload) -> dict[str, float]:
-    """The agent on the fake node, ticked every second."""
+    """The agent on the fake node, ticked every second: each second is credited with the
+    state after the tick, so a restart costs the job 30 s and a pause its length."""
     n, steps = work.gpus, work.intervals
     clock = ManualClock(0.0)
     node = FakeNode.build("A100-80GB", n, clock)
     models = [mps.ONLINE_MODELS[m] for m in work.model]
     serial, l100 = mps.ONLINE_SERIAL[work.model], mps.ONLINE_L100[work.model]
-    policy = DynamicShare()
+    beside = pair_interference(work)
+    policy = DynamicShare(interference=beside)  # sized as the simulator sizes the pair
     first = work.load[work.series, 0]
     with tempfile.TemporaryDirectory() as tmp:
         service = AgentService(node, Path(tmp), policy, clock=clock, executor=INLINE)
@@ -122,36 +135,29 @@ def twin(work: ColocationWorkload) -> dict[str, float]:
                                 "argv": ["fake-workload", "--util-pct", "90",
                                          "--term-delay-s", str(CHECKPOINT_S),
                                          "--warmup-s", str(WARMUP_S)]})
+            state = _co_running(service, node, n, beside)
             work_s = over_s = colocated_s = 0.0
             for second in range(steps * work.interval_s):
                 minute = second // work.interval_s
                 load = work.load[work.series, minute]
-                records = {r.spec.name: r for r in service.store.all()}
                 if second % work.interval_s == 0:
                     for i in range(n):
-                        pid = records[f"web{i}"].pid
-                        if pid is not None:
-                            node.set_util(pid, 100.0 * float(load[i]))
-                info = node.gpus()
-                util = {p.pid: p.sm_util_pct or 0.0 for g in info for p in g.processes}
-                paused = service.supervisor.paused()
-                share = np.ones(n)
-                inter = np.ones(n)
-                for i in range(n):
-                    train = records[f"train{i}"]
-                    if train.status is Status.RUNNING and train.applied_pct is not None:
-                        colocated_s += 1.0
-                        if (train.pid is not None and util.get(train.pid, 0.0) > 0.0
-                                and train.spec.name not in paused):
-                            share[i] = max(1, 100 - train.applied_pct) / 100.0
-                            inter[i] = mps.MPS_LIMITED_INTERFERENCE
-                            work_s += float(mps.offline_speed(train.applied_pct / 100.0))
+                        web = service.store.get(f"web{i}")
+                        if web is not None and web.pid is not None:
+                            node.set_util(web.pid, 100.0 * float(load[i]))
+                # the p99 of the state the second starts in, pushed to the guard, which may
+                # act at once; then the tick; then the second runs in the state they leave
+                share, inter, _, _ = state
                 p99 = mps.p99_ms(load, share, serial, l100, inter)
                 over_s += float((p99 > work.slo_ms).sum())
                 for i in range(n):
-                    if records[f"web{i}"].status is Status.RUNNING:
+                    web = service.store.get(f"web{i}")
+                    if web is not None and web.status is Status.RUNNING:
                         service.report_p99(f"web{i}", {"p99_ms": float(min(p99[i], 1e6))})
                 service.tick()
+                state = _co_running(service, node, n, beside)
+                colocated_s += state[2]
+                work_s += state[3]
                 clock.advance(1.0)
             changes = sum(1 for e in service.store.events() if e.kind == "share change")
             hours = colocated_s / 3600.0
@@ -165,6 +171,28 @@ def twin(work: ColocationWorkload) -> dict[str, float]:
                     "online_seconds_over_slo_pct": round(100.0 * over_s / total, 3)}
         finally:
             service.close()
+
+
+def _co_running(service: AgentService, node: FakeNode, n: int,
+                beside: float) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Per GPU the online share and slowdown now, the GPUs with an offline job in place
+    (co-located), and the offline work of one second (whole-GPU seconds)."""
+    records = {r.spec.name: r for r in service.store.all()}
+    util = {p.pid: p.sm_util_pct or 0.0 for g in node.gpus() for p in g.processes}
+    paused = service.supervisor.paused()
+    share, inter = np.ones(n), np.ones(n)
+    colocated = work = 0.0
+    for i in range(n):
+        train = records[f"train{i}"]
+        if train.status is not Status.RUNNING or train.applied_pct is None:
+            continue
+        colocated += 1.0
+        if (train.pid is not None and util.get(train.pid, 0.0) > 0.0
+                and train.spec.name not in paused):  # running kernels, not starting
+            share[i] = max(1, 100 - train.applied_pct) / 100.0
+            inter[i] = beside
+            work += float(mps.offline_speed(train.applied_pct / 100.0))
+    return share, inter, colocated, work
 
 
 def main() -> None:

@@ -66,24 +66,23 @@ from cotenant.registry import Registry
 SHARE_POLICIES: Registry[SharePolicy] = Registry("share policy")
 SATURATED_PCT = 99.0
 """An online service busy this much of the time is saturated: no load can be read off it."""
-BUSY_PCT = 10.0
-"""An offline client at or above this SM utilisation is running kernels (not starting)."""
 
 
-def solo_load_pct(busy_pct: float, model: str, offline_pct: int) -> float:
+def solo_load_pct(busy_pct: float, model: str, offline_pct: int, overlap: float) -> float:
     """The load (percent of a whole GPU, as the policy and the simulator mean it) of an
-    online service measured busy ``busy_pct`` of the time while offline clients hold
-    ``offline_pct`` of the SMs: on the rest its kernels run slower (``perf.mps.speed``, the
-    Amdahl fit for ``model``), so it is busy longer for the same load. A model the
-    performance model does not know is taken as measured (the larger, safer figure)."""
-    if offline_pct <= 0 or busy_pct >= SATURATED_PCT:  # saturated: its load is unknown
+    online service measured busy ``busy_pct`` of the time beside offline clients that hold
+    ``offline_pct`` of the SMs while they run kernels, ``overlap`` of the time: then its
+    kernels run slower (``perf.mps.load_beside``, the Amdahl fit for ``model``), so it is
+    busy longer for the same load. A model the performance model does not know, or a
+    saturated service, is taken as measured (the larger, safer figure)."""
+    if offline_pct <= 0 or overlap <= 0.0 or busy_pct >= SATURATED_PCT:
         return busy_pct
     try:
-        serial = mps.ONLINE_SERIAL[mps.model_index(model)]
+        serial = float(mps.ONLINE_SERIAL[mps.model_index(model)])
     except ValueError:
         return busy_pct
     share = max(MIN_SHARE_PCT, MAX_SHARE_PCT - offline_pct) / 100.0
-    return busy_pct * float(mps.speed(share, serial))
+    return 100.0 * mps.load_beside(busy_pct / 100.0, share, serial, min(1.0, overlap))
 
 
 @SHARE_POLICIES.register("static", aliases=("fixed-online",))
@@ -189,7 +188,7 @@ class ShareController:
             current = MAX_SHARE_PCT - applied[0] if applied else None
         if current is not None:
             current = min(MAX_SHARE_PCT, max(MIN_SHARE_PCT, current))
-        shares, errors = self._decide(info, online, self._offline_busy_pct(info, offline),
+        shares, errors = self._decide(info, online, self._co_runner(info, offline),
                                       current, now)
         if errors:  # e.g. a model the policy does not know: the others still decide
             if self._errors.get(index) != errors[0]:
@@ -241,22 +240,26 @@ class ShareController:
             window.popleft()
         return max(u for _, u in window)
 
-    def _offline_busy_pct(self, info: GpuInfo, offline: list[WorkloadRecord]) -> int:
-        """The SM share held by the GPU's offline clients that are running kernels now
-        (running, not paused, their processes' utilisation at least ``BUSY_PCT``)."""
+    def _co_runner(self, info: GpuInfo, offline: list[WorkloadRecord]) -> tuple[int, float]:
+        """The SM share the GPU's running offline clients hold while they run kernels, and
+        how much of the time they do (their processes' utilisation). With several, the
+        largest of each: their MPS shares are caps, not reservations, and their busy times
+        overlap by an unknown amount, so this slows the online service least (its load read
+        highest, the safe side)."""
         per_pid = {p.pid: p.sm_util_pct for p in info.processes}
         paused = self.supervisor.paused()
-        held = 0
+        held, overlap = 0, 0.0
         for record in offline:
             if (record.status is not Status.RUNNING or record.applied_pct is None
                     or record.spec.name in paused):
                 continue
             util = self._own_util(record.pid, per_pid)
-            if util is not None and util >= BUSY_PCT:
-                held += record.applied_pct
-        return min(held, MAX_SHARE_PCT - MIN_SHARE_PCT)
+            if util is not None and util > 0.0:
+                held = max(held, record.applied_pct)
+                overlap = max(overlap, min(1.0, util / 100.0))
+        return held, overlap
 
-    def _decide(self, info: GpuInfo, online: list[WorkloadRecord], offline_pct: int,
+    def _decide(self, info: GpuInfo, online: list[WorkloadRecord], co_runner: tuple[int, float],
                 current: int | None, now: float) -> tuple[list[int], list[str]]:
         """Each online service's share by the policy, on its own peak load, model and SLO;
         and the one-line errors of those the policy could not judge."""
@@ -270,7 +273,7 @@ class ShareController:
                 errors.append(f"GPU {info.index} reports no utilisation for "
                               f"{record.spec.name!r} (MIG mode?): its load is unknown")
                 continue
-            util = solo_load_pct(util, record.spec.model or record.spec.name, offline_pct)
+            util = solo_load_pct(util, record.spec.model or record.spec.name, *co_runner)
             peak = self._peak(record.spec.name, util, now)
             obs = OnlineObservation(record.spec.model or record.spec.name, peak / 100.0,
                                     record.spec.slo_ms,

@@ -208,6 +208,20 @@ def busy_fraction(load: FloatArray, share: FloatArray, serial: FloatArray) -> Fl
     return np.minimum(1.0, np.asarray(load) / speed(share, serial))
 
 
+def busy_beside(load: float, share: float, serial: float, overlap: float) -> float:
+    """Share of time a service of solo duty ``load`` is busy (what NVML shows as its SM
+    utilisation) beside a co-runner that holds all but ``share`` of the SMs ``overlap`` of
+    the time (its own busy fraction) and leaves it the whole GPU otherwise; at most 1."""
+    slow = overlap / float(speed(share, serial)) + (1.0 - overlap)
+    return min(1.0, load * slow)
+
+
+def load_beside(busy: float, share: float, serial: float, overlap: float) -> float:
+    """The solo duty of a service busy ``busy`` of the time beside such a co-runner: the
+    inverse of :func:`busy_beside` below saturation."""
+    return busy / (overlap / float(speed(share, serial)) + (1.0 - overlap))
+
+
 def min_share(
     load: FloatArray, slo_ms: FloatArray, serial: FloatArray, l100: FloatArray,
     interference: FloatArray | float, step_pct: int = 1,

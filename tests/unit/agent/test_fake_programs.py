@@ -26,7 +26,8 @@ def test_an_online_program_is_busy_longer_on_the_sms_busy_clients_leave_it() -> 
     clock.advance(5.0)
     util = {p.pid: p.sm_util_pct for p in node.gpu(0).processes}
     serial = mps.ONLINE_SERIAL[mps.model_index("bert")]
-    assert util[web] == pytest.approx(20.0 / float(mps.speed(0.4, serial)))
+    # slowed the 90 % of the time train runs kernels on its 60 % of the SMs
+    assert util[web] == pytest.approx(20.0 * (0.9 / float(mps.speed(0.4, serial)) + 0.1))
     assert util[train] == 90.0  # no model: as given
 
 

@@ -313,9 +313,10 @@ def test_an_unjudged_service_alone_leaves_a_new_offline_job_its_spec_share(
 
 def test_a_steady_load_under_a_busy_co_runner_keeps_a_steady_share(tmp_path: Path) -> None:
     """An online service sharing with a busy offline job is busy longer than its load (its
-    kernels get fewer SMs). Read as load, that busy time asked for more SMs than the load
-    needs: 81 % here, where the policy's need at the 7 % load is 68 %. The controller reads
-    the load back through the model's speed at the share in force."""
+    kernels get fewer SMs while the offline job runs them, 60 % of the time here). Read as
+    load, that busy time asked for more SMs than the load needs: 76 %, where the policy's
+    need at the 7 % load is 68 %. The controller reads the load back through the model's
+    speed at the share in force and the co-runner's busy time."""
     policy = SHARE_POLICIES.create("dynamic")
     agent = make_agent(tmp_path)
     controller = ShareController(agent.sup, agent.node, policy, threshold_pct=10)
@@ -332,9 +333,14 @@ def test_a_steady_load_under_a_busy_co_runner_keeps_a_steady_share(tmp_path: Pat
 
 
 def test_solo_load_is_read_through_the_models_speed() -> None:
-    serial = mps.ONLINE_SERIAL[mps.model_index("resnet50")]
-    busy = 20.0 / float(mps.speed(0.3, serial))  # 20 % load on the 30 % offline leaves
-    assert solo_load_pct(busy, "resnet50", 70) == pytest.approx(20.0)
-    assert solo_load_pct(busy, "resnet50", 0) == busy  # alone: busy is its load
-    assert solo_load_pct(busy, "my-llm", 70) == busy  # a model perf does not know
-    assert solo_load_pct(100.0, "resnet50", 70) == 100.0  # saturated: no load to read
+    serial = float(mps.ONLINE_SERIAL[mps.model_index("resnet50")])
+    # 20 % load on the 30 % of the SMs offline leaves it while offline runs kernels
+    busy = 20.0 / float(mps.speed(0.3, serial))
+    assert solo_load_pct(busy, "resnet50", 70, 1.0) == pytest.approx(20.0)
+    # offline runs kernels half the time: the service has the whole GPU the other half
+    half = 100.0 * mps.busy_beside(0.2, 0.3, serial, 0.5)
+    assert half == pytest.approx(10.0 / float(mps.speed(0.3, serial)) + 10.0)
+    assert solo_load_pct(half, "resnet50", 70, 0.5) == pytest.approx(20.0)
+    assert solo_load_pct(busy, "resnet50", 0, 0.0) == busy  # alone: busy is its load
+    assert solo_load_pct(busy, "my-llm", 70, 1.0) == busy  # a model perf does not know
+    assert solo_load_pct(100.0, "resnet50", 70, 1.0) == 100.0  # saturated: no load to read

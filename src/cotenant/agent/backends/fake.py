@@ -15,8 +15,9 @@ backend Protocols and enforces what NVML, MIG and MPS would:
   CUDA error in one client reaches every client on that GPU (they exit ``FAULT_EXIT_DELAY_S``
   later), and the server refuses new clients until all of them have exited. Killing the daemon
   ends all its clients. An online program (``--model``) is busy longer while other clients
-  with a thread percentage run kernels: its load over its speed on the SMs they leave it
-  (``perf.mps``), as the utilisation NVML would show.
+  with a thread percentage run kernels: for their busy share of the time, its load over its
+  speed on the SMs the largest of them leaves it (``perf.mps.busy_beside``), as the
+  utilisation NVML would show.
 * Faults can be injected: XID events, NVML query errors, daemon deaths.
 * Signals act as on Linux: SIGSTOP pauses a process (it keeps its memory, causes no
   utilisation, and its program's clock stands still), SIGCONT resumes it; a SIGTERM or
@@ -410,11 +411,14 @@ class FakeNode:
         now = self.clock()
         busy = {p.pid: self._util(p, now) for p in procs}
         for p in procs:  # an online service runs slower on the SMs busy clients leave it
-            if p.program.model and busy[p.pid] > 0.0:
-                held = sum(_thread_pct(q) for q in procs if q is not p and busy[q.pid] > 0.0)
+            others = [q for q in procs if q is not p and busy[q.pid] > 0.0 and _thread_pct(q)]
+            if p.program.model and busy[p.pid] > 0.0 and others:
+                held = max(_thread_pct(q) for q in others)  # caps, as the controller reads
+                overlap = min(1.0, max(busy[q.pid] for q in others) / 100.0)
                 share = max(1, min(_thread_pct(p) or 100, 100 - held)) / 100.0
-                serial = mps.ONLINE_SERIAL[mps.model_index(p.program.model)]
-                busy[p.pid] = min(100.0, busy[p.pid] / float(mps.speed(share, serial)))
+                serial = float(mps.ONLINE_SERIAL[mps.model_index(p.program.model)])
+                busy[p.pid] = 100.0 * mps.busy_beside(busy[p.pid] / 100.0, share, serial,
+                                                      overlap)
         util = min(100.0, sum(busy.values()))
         assert state.model.memory_mib is not None
         return GpuInfo(
