@@ -12,15 +12,20 @@ from the real run's workload (``../shared/data``; else the synthetic one) over `
 * each minute the online fake's load is that minute's duty cycle (``--model``: the fake shows
   it busy longer on the SMs a busy offline client leaves it, as NVML would);
 * every second the online p99 is computed from the same model the simulator uses
-  (``perf.mps.p99_ms`` at the share the offline client leaves it) and pushed to the guard, as
-  a sidecar would; the agent ticks every second;
+  (``perf.mps.p99_ms`` at the share the offline client leaves it, with the simulator's
+  interference for the pair) and pushed to the guard, as a sidecar would; the agent ticks
+  every second, and the second runs in the state the tick leaves. While the offline job
+  starts or is paused the online service has the GPU to itself (the simulator keeps it at
+  its share and interference then: a difference in the agent's favour on p99);
 * the offline job never ends; a start and a restart cost it 30 s (it exits at once on
   SIGTERM, then warms up for 30 s), the simulator's ``offline_start_s`` and
   ``share_change_s``; its work is ``perf.mps.offline_speed`` of its share while it runs
   kernels.
 
 The simulator runs the same GPUs, series, models and SLOs with one never-ending job per GPU
-from the start and no faults. Both report share changes, guard throttles, evictions and
+from the start and no faults; every job has the one training profile whose memory traffic is
+nearest the mean, and the agent's share policy is sized with that pair's interference, so
+both sides size shares alike. Both report share changes, guard throttles, evictions and
 offline work per co-located GPU-hour. Seconds over the SLO are reported for the agent but
 not compared: a 1 s tick reacts slower than the simulator's 0.5 s guard assumption.
 
