@@ -16,12 +16,18 @@ from cotenant.agent.service import AgentService
 from cotenant.errors import InputError
 from cotenant.policies.colocation.contract import OnlineObservation
 
-ONLINE = {"name": "web", "argv": ["fake-workload", "--mem-mib", "4000", "--util-pct", "30"],
+ONLINE = {"name": "web", "argv": ["fake-workload", "--mem-mib", "4000", "--util-pct", "30",
+                                  "--model", "resnet50"],
           "role": "online", "gpu": 0, "model": "resnet50", "slo_ms": 50}
 # checkpoints for 5 s on SIGTERM; shows no SM utilisation for 12 s after it starts
 OFFLINE = {"name": "train", "role": "offline", "gpu": 0, "sm_share": 50,
            "argv": ["fake-workload", "--mem-mib", "8000", "--util-pct", "60",
                     "--term-delay-s", "5", "--warmup-s", "12"]}
+
+
+def gpu_with(*procs: GpuProcess) -> GpuInfo:
+    """GPU 0 of an A100 node running ``procs``."""
+    return GpuInfo(0, "GPU-x", "A100-40GB", 40960, 8000, 50.0, None, False, procs)
 
 
 @dataclass
@@ -51,6 +57,16 @@ class Node:
 
     def measured(self) -> list[str]:
         return [e.detail for e in self.service.store.events("train") if e.kind == "up again"]
+
+
+def start_then_change_share(node: Node) -> None:
+    """Both start (train is busy 12 s later); at 16 s the online load rises to 70 %, so the
+    next tick restarts train with a smaller share."""
+    node.service.submit(ONLINE)
+    node.service.submit(OFFLINE)
+    node.service.tick()
+    node.run(15)
+    node.fake.set_util(node.pid("web"), 70.0)
 
 
 @pytest.fixture
@@ -128,8 +144,7 @@ def test_a_paused_or_stopped_job_is_not_measured(node: Node) -> None:
 def test_a_job_without_utilisation_samples_is_given_up_and_logged(tmp_path: Path) -> None:
     meter = DowntimeMeter(timeout_s=30.0)
     meter.started("train", 7, 0.0)
-    gpu = GpuInfo(0, "GPU-x", "A100-40GB", 40960, 8000, 50.0, None, False,
-                  (GpuProcess(7, 8000, None),))
+    gpu = gpu_with(GpuProcess(7, 8000, None))
     assert meter.observe([gpu], {"train"}, (), 30.0) == ([], [])
     assert meter.observe([gpu], {"train"}, (), 31.0) == ([], ["train"])
     assert meter.observe([gpu], {"train"}, (), 32.0) == ([], [])  # logged once
@@ -142,8 +157,7 @@ def test_a_second_share_change_before_busy_is_measured_from_its_own_sigterm() ->
     meter.started("train", 7, 15.0)
     meter.stopped_for_share("train", 18.0)  # changed again before it was busy
     meter.started("train", 8, 22.0)
-    busy = GpuInfo(0, "GPU-x", "A100-40GB", 40960, 8000, 50.0, None, False,
-                   (GpuProcess(8, 8000, 55.0),))
+    busy = gpu_with(GpuProcess(8, 8000, 55.0))
     done, _ = meter.observe([busy], {"train"}, (), 40.0)
     assert [(d.kind, d.seconds) for d in done] == [(SHARE_CHANGE, 22.0)]
 
@@ -153,13 +167,12 @@ def test_quantiles_over_many_measurements() -> None:
     for i, pid in enumerate(range(100, 111)):
         meter.started(f"job{i}", pid, 0.0)
     procs = tuple(GpuProcess(pid, 100, 50.0) for pid in range(100, 111))
-    gpu = GpuInfo(0, "GPU-x", "A100-40GB", 40960, 8000, 50.0, None, False, procs)
+    gpu = gpu_with(*procs)
     names = {f"job{i}" for i in range(11)}
     meter.observe([gpu], names, (), 10.0)
     for i, pid in enumerate(range(200, 211)):
         meter.started(f"job{i}", pid, 100.0)
-    gpu2 = GpuInfo(0, "GPU-x", "A100-40GB", 40960, 8000, 50.0, None, False,
-                   tuple(GpuProcess(pid, 100, 50.0) for pid in range(200, 211)))
+    gpu2 = gpu_with(*(GpuProcess(pid, 100, 50.0) for pid in range(200, 211)))
     meter.observe([gpu2], names, (), 130.0)
     summary = meter.summary()[START]
     assert summary["count"] == 22
@@ -175,11 +188,7 @@ def test_a_busy_threshold_outside_0_100_is_refused(busy: float) -> None:
 
 
 def test_a_guard_hold_on_the_gpu_is_no_part_of_a_restart(node: Node) -> None:
-    node.service.submit(ONLINE)
-    node.service.submit(OFFLINE)
-    node.service.tick()
-    node.run(15)
-    node.fake.set_util(node.pid("web"), 70.0)
+    start_then_change_share(node)
     node.run(1)  # SIGTERM for the share change
     node.service.supervisor.hold_offline(0, node.clock() + 120.0)  # the guard evicts
     node.run(150)
@@ -190,8 +199,7 @@ def test_a_job_whose_workers_do_the_gpu_work_is_busy_when_a_worker_is() -> None:
     """torchrun's leader runs no kernel; its workers (found by ``members``) do."""
     meter = DowntimeMeter()
     meter.started("train", 7, 0.0)
-    gpu = GpuInfo(0, "GPU-x", "A100-40GB", 40960, 8000, 50.0, None, False,
-                  (GpuProcess(8, 8000, 70.0), GpuProcess(9, 100, 0.0)))
+    gpu = gpu_with(GpuProcess(8, 8000, 70.0), GpuProcess(9, 100, 0.0))
     assert meter.observe([gpu], {"train"}, (), 5.0) == ([], [])  # 8 is nobody's worker
     done, _ = meter.observe([gpu], {"train"}, (), 6.0, lambda pid: [pid, 8] if pid == 7 else [])
     assert [(d.kind, d.seconds) for d in done] == [(START, 6.0)]
@@ -201,28 +209,20 @@ def test_an_agent_restart_during_a_share_change_measures_no_start(
     node: Node, tmp_path: Path
 ) -> None:
     """The successor of a share change a previous agent began is not a start sample."""
-    node.service.submit(ONLINE)
-    node.service.submit(OFFLINE)
-    node.service.tick()
-    node.run(15)
-    node.fake.set_util(node.pid("web"), 70.0)
+    start_then_change_share(node)
     node.run(1)  # SIGTERM for the share change; the agent dies during the checkpoint
     node.service.close()
     node.service = AgentService(node.fake, tmp_path, LoadShare(), clock=node.clock,
                                 executor=INLINE)
     node.run(30)
     assert node.measured() == ["start: 12.0 s"]  # the first agent's; nothing after
-    node.fake.set_util(node.pid("web"), 95.0)  # a change this agent makes is measured
-    node.run(20)
+    node.fake.set_util(node.pid("web"), 10.0)  # a change this agent makes is measured:
+    node.run(100)  # more SMs for train once the low load has lasted a window
     assert node.measured()[-1] == "share change: 17.0 s"
 
 
 def test_a_fault_during_the_checkpoint_is_no_share_change_sample(node: Node) -> None:
-    node.service.submit(ONLINE)
-    node.service.submit(OFFLINE)
-    node.service.tick()
-    node.run(15)
-    node.fake.set_util(node.pid("web"), 70.0)
+    start_then_change_share(node)
     node.run(2)  # SIGTERM, checkpointing
     node.fake.kill_daemon(0)  # its MPS server dies under it: a fault, not the change's cost
     node.run(30)
@@ -235,7 +235,6 @@ def test_a_wall_clock_step_back_keeps_an_open_downtime_as_long() -> None:
     meter.stopped_for_share("train", 100.0)
     meter.shift(60.0)  # the clock went back a minute after the SIGTERM
     meter.started("train", 7, 45.0)
-    busy = GpuInfo(0, "GPU-x", "A100-40GB", 40960, 8000, 50.0, None, False,
-                   (GpuProcess(7, 8000, 55.0),))
+    busy = gpu_with(GpuProcess(7, 8000, 55.0))
     done, _ = meter.observe([busy], {"train"}, (), 57.0)
     assert [(d.kind, d.seconds) for d in done] == [(SHARE_CHANGE, 17.0)]
