@@ -40,7 +40,7 @@ from cotenant.report.tables import (
 from cotenant.sim.colocation import run_colocation
 from cotenant.sim.colocation_faults import FaultRates
 from cotenant.sim.colocation_frontier import frontier, settings
-from cotenant.sim.colocation_records import ColocationConfig, ColocationRun
+from cotenant.sim.colocation_records import ColocationConfig, ColocationRun, common_jct
 from cotenant.sim.colocation_workload import ARRIVALS, ColocationWorkload
 
 COLOCATION_POLICIES = ["dedicated", "mps-fixed", "time-slicing", "muxflow"]
@@ -221,7 +221,8 @@ def colocation(
             )
             runs.append(run_colocation(work, chosen, seed, config,
                                        on_interval=lambda _s: progress.advance(task)))
-    rows = [r.summary() for r in runs]
+    common = common_jct(runs)  # every policy's JCT over one set of jobs
+    rows = [{**r.summary(), "jct_common_min": common[r.policy]} for r in runs]
     if json_out:
         typer.echo(json.dumps({"settings": settings_out, "policies": rows, "notes": notes},
                               indent=2, default=str))

@@ -125,7 +125,7 @@ def summary_tables(summary: Sequence[PolicySummary], at_percent: int, title: str
 
 COLOCATION_HEADERS = (
     "policy", "util %", "SM act. %", "mem %", "SLO viol. %", "online OOM", "offline tput",
-    "jobs done", "JCT min", "throttles", "evictions", "share changes", "faults",
+    "jobs done", "JCT min", "JCT common", "throttles", "evictions", "share changes", "faults",
 )
 
 
@@ -142,7 +142,8 @@ def colocation_rows(rows: Sequence[dict[str, object]]) -> tuple[list[str], list[
             f"{r['memory_used_pct']:.2f}", f"{r['slo_violation_pct']:.3f}",
             str(r.get("online_oom_intervals", 0)), f"{r['offline_throughput']:.4f}",
             str(r["jobs_completed"]),
-            _fixed(_float(r["jct_mean_min"]), 1), str(r["throttles"]), str(r["evictions"]),
+            _fixed(_float(r["jct_mean_min"]), 1), _fixed(_float(r.get("jct_common_min")), 1),
+            str(r["throttles"]), str(r["evictions"]),
             str(r.get("share_changes", 0)), str(injected),
         ])
     return list(COLOCATION_HEADERS), body
@@ -155,8 +156,10 @@ def colocation_tables(rows: Sequence[dict[str, object]], width: int) -> list[Tab
         head, body, width, title="Online/offline co-location",
         caption="utilisation = share of time a kernel runs (nvidia-smi); offline tput = "
         "offline work in whole-GPU equivalents per online GPU; online OOM = GPU-intervals the "
-        "online service ran out of memory; share changes = running offline clients given a new "
-        "MPS share (a restart each, unless --share-change-s is 0); faults = injected",
+        "online service ran out of memory; JCT min = mean over the policy's own finished jobs, "
+        "JCT common = over the jobs every policy that finished any finished; share changes = "
+        "running offline clients given a new MPS share (a restart each, unless "
+        "--share-change-s is 0); faults = injected",
     )
 
 

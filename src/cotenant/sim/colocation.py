@@ -285,8 +285,8 @@ def run_colocation(
         if on_interval is not None:
             on_interval(IntervalState(t, share.copy(), job_on.copy(), used, served[t]))
     ended = finish >= 0
-    waited = (finish[ended] - work.job_arrival[ended]) * work.interval_s / 60.0
-    jct = float(waited.mean()) if ended.any() else float("nan")
+    wait = np.where(ended, (finish - work.job_arrival) * work.interval_s / 60.0, np.nan)
+    jct = float(wait[ended].mean()) if ended.any() else float("nan")
     for name in FAULTS:
         faults.setdefault(f"{name}:injected", 0)
     return ColocationRun(
@@ -296,5 +296,5 @@ def run_colocation(
         running=running,
         online_served=served, gpus=n, jobs_completed=int(ended.sum()), jct_mean_min=jct,
         throttles=throttles, evictions=evictions, faults=dict(faults), online_ooms=ooms,
-        offline_starts=starts, share_changes=restarts,
+        offline_starts=starts, share_changes=restarts, job_wait_min=wait,
     )

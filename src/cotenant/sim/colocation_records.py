@@ -9,6 +9,7 @@ benchmarks read results without the engine.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,6 +57,9 @@ class ColocationRun:
     """Changes of a running offline client's MPS share (the share policy's, and the guard's
     throttles of jobs placed before this interval; both in one interval count twice); each
     is a restart unless ``ColocationConfig.share_change_s`` is 0."""
+    job_wait_min: FloatArray | None = None
+    """Per offline job, minutes from its arrival to its completion; NaN where it did not
+    finish (for :func:`common_jct`)."""
 
     def summary(self) -> dict[str, object]:
         """Totals and means over the run, JSON-ready."""
@@ -116,3 +120,28 @@ class ColocationConfig:
 
 DEFAULT_CONFIG = ColocationConfig()
 """The defaults above: what a run assumes unless told otherwise."""
+
+
+def common_finished(runs: Sequence[ColocationRun]) -> npt.NDArray[np.bool_] | None:
+    """Per job, whether every run that finished any job finished it; None if none did."""
+    waits = [r.job_wait_min for r in runs if r.job_wait_min is not None and r.jobs_completed]
+    if not waits:
+        return None
+    return np.asarray(np.logical_and.reduce([~np.isnan(w) for w in waits]), dtype=np.bool_)
+
+
+def common_jct(runs: Sequence[ColocationRun]) -> dict[str, float | None]:
+    """Per run (by policy), the mean completion time (minutes) of the jobs that *every* run
+    finishing any job finished: each run's own mean is over its own finished jobs, and
+    policies that finish different jobs (a policy that starts big, long jobs finishes fewer)
+    are not compared on one set by it. Runs that finished no job (dedicated) are left out
+    of the set and get None, as all do when the set is empty."""
+    common = common_finished(runs)
+    if common is None:
+        return {r.policy: None for r in runs}
+    out: dict[str, float | None] = {}
+    for r in runs:
+        wait = r.job_wait_min
+        out[r.policy] = (round(float(wait[common].mean()), 1)
+                         if wait is not None and r.jobs_completed and common.any() else None)
+    return out

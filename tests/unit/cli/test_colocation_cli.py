@@ -23,6 +23,9 @@ def test_default_synthetic_run_prints_json_for_every_policy(
     names = [p["policy"] for p in data["policies"]]
     assert names == ["dedicated", "mps-fixed", "time-slicing", "muxflow"]
     assert data["settings"]["online GPUs"] == 40
+    common = {p["policy"]: p["jct_common_min"] for p in data["policies"]}
+    assert common["dedicated"] is None  # it runs no offline job
+    assert all(common[n] is not None for n in names[1:])  # one set of jobs for the others
     assert (tmp_path / "index.html").exists()
     assert (tmp_path / "colocation.png").exists()
 

@@ -21,7 +21,7 @@ from cotenant.policies.colocation.matching import match_max_weight
 from cotenant.sim.colocation import run_colocation
 from cotenant.sim.colocation_faults import FaultRates
 from cotenant.sim.colocation_queue import JobQueue
-from cotenant.sim.colocation_records import ColocationConfig
+from cotenant.sim.colocation_records import ColocationConfig, ColocationRun, common_jct
 from cotenant.sim.colocation_workload import ColocationWorkload, synthetic_workload
 
 FloatArray = npt.NDArray[np.float64]
@@ -123,3 +123,20 @@ def test_work_of_whole_intervals_ends_in_its_last_one(base: ColocationWorkload) 
                              "mps-fixed", 0, QUIET)
         assert int((run.running > 0).sum()) == k
         assert run.jobs_completed == 1
+
+
+def test_common_jct_compares_policies_on_the_jobs_all_of_them_finished() -> None:
+    def run(policy: str, waits: list[float]) -> ColocationRun:
+        wait = np.array(waits)
+        done = int((~np.isnan(wait)).sum())
+        return ColocationRun(policy, 0, 60, *([np.zeros(1)] * 7), np.zeros(1, np.int64),
+                             np.zeros(1, np.int64), 1, done,
+                             float(np.nanmean(wait)) if done else float("nan"), 0, 0, {},
+                             job_wait_min=wait)
+    nan = float("nan")
+    runs = [run("dedicated", [nan, nan, nan]),  # finishes nothing: not in the set
+            run("a", [10.0, 20.0, nan]),  # a big job it started is unfinished
+            run("b", [30.0, 40.0, 50.0])]
+    assert common_jct(runs) == {"dedicated": None, "a": 15.0, "b": 35.0}
+    assert runs[2].jct_mean_min == 40.0  # its own mean counts the job a never finished
+    assert common_jct([run("a", [10.0, nan]), run("b", [nan, 5.0])]) == {"a": None, "b": None}
