@@ -16,7 +16,7 @@ A start is timed from the spawn, so a start the agent had to defer (an MPS daemo
 yet) is not charged for the wait; a share change includes its own spawn.
 
 "Busy" is the SM utilisation of the job's own processes (NVML's per-process samples of the
-leader, else of any process of its cgroup or group: torchrun's workers run apart from it) at
+leader, else of all its cgroup's or group's processes together: torchrun's workers run apart) at
 or above ``busy_pct`` (10% by default: a training step, not a context or a data loader).
 Whether NVML samples MPS clients one by one has not been checked on a GPU (the share
 controller reads the online load the same way).
@@ -43,7 +43,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from cotenant.agent.backends.base import GpuInfo
+from cotenant.agent.backends.base import GpuInfo, workload_sm_util
 from cotenant.errors import InputError, check_seconds
 
 START = "start"
@@ -147,15 +147,14 @@ class DowntimeMeter:
 
     def _busy(self, pid: int | None, util: dict[int, float | None],
               members: Callable[[int], list[int]] | None) -> float | None:
-        """The highest SM utilisation among the job's processes with a sample; None if none
-        has one."""
+        """The SM utilisation of the job's processes; the leader's alone while it is busy
+        itself, or where no ``members`` is given (so its workers are looked for only then)."""
         if pid is None:
             return None
         own = util.get(pid)
         if members is None or (own is not None and own >= self.busy_pct):
             return own
-        found = [u for m in members(pid) if (u := util.get(m)) is not None]
-        return max(found) if found else None
+        return workload_sm_util(pid, util, members)
 
     def summary(self) -> dict[str, dict[str, float | int | str]]:
         """Per kind with measurements: count, median, 90th percentile and max (seconds), and

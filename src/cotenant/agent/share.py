@@ -47,7 +47,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 
-from cotenant.agent.backends.base import DeviceInventory, GpuInfo
+from cotenant.agent.backends.base import DeviceInventory, GpuInfo, workload_sm_util
 from cotenant.agent.spec import Role, WorkloadSpec
 from cotenant.agent.state import Status, WorkloadRecord
 from cotenant.agent.supervisor import NODE, Supervisor
@@ -228,9 +228,7 @@ class ShareController:
         a sample; None if none has."""
         if pid is None:
             return None
-        found = [u for m in self.supervisor.backend.members(pid)
-                 if (u := per_pid.get(m)) is not None]
-        return min(100.0, sum(found)) if found else None
+        return workload_sm_util(pid, per_pid, self.supervisor.backend.members)
 
     def _peak(self, name: str, util: float, now: float) -> float:
         """Record workload ``name``'s ``util`` at ``now``; its peak over the window."""

@@ -10,7 +10,7 @@ instead of failing deep inside a call.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -37,6 +37,15 @@ class GpuProcess:
     pid: int
     used_memory_mib: int
     sm_util_pct: float | None = None
+
+
+def workload_sm_util(pid: int, per_pid: Mapping[int, float | None],
+                     members: Callable[[int], list[int]]) -> float | None:
+    """The SM utilisation (percent) of the workload ``pid`` leads: the sum over its processes
+    (``ProcessBackend.members``: the leader and its workers) that NVML sampled, at most 100;
+    None where none was sampled."""
+    found = [u for m in members(pid) if (u := per_pid.get(m)) is not None]
+    return min(100.0, sum(found)) if found else None
 
 
 @dataclass(frozen=True)
