@@ -272,3 +272,22 @@ def ts_offline_speed(load: FloatArray) -> FloatArray:
     """Offline speed time-sliced beside an online service at solo duty ``load``."""
     rate = 1.0 - TS_ONLINE_COST * np.asarray(load, dtype=np.float64)
     return np.asarray(np.clip(rate, 0.0, 1.0), dtype=np.float64)
+
+
+def violation_share(
+    load: FloatArray, stretch: FloatArray | float, l100: FloatArray | float,
+    slo_ms: FloatArray, share: FloatArray | float = 1.0, serial: FloatArray | float = 0.0,
+) -> FloatArray:
+    """Share of requests slower than ``slo_ms``: the same queue as :func:`p99_ms` (batch time
+    ``S = l100 / speed(share) * stretch``, utilisation ``rho = load * S / l100``, wait tail
+    ``P(W > t) = rho exp(-2 (1 - rho) t / S)``), so ``P(W + S > SLO)``: 1 where ``S >= SLO``
+    or the queue is unstable, and 0 at no load."""
+    v = speed(share, serial) / np.asarray(stretch, dtype=np.float64)
+    service = np.asarray(l100, dtype=np.float64) / v
+    rho = np.asarray(load, dtype=np.float64) / v
+    slack = np.asarray(slo_ms, dtype=np.float64) - service
+    stable = rho < 1.0
+    safe_rho = np.where(stable, rho, 0.5)
+    tail = safe_rho * np.exp(-2.0 * (1.0 - safe_rho) * np.maximum(slack, 0.0) / service)
+    out = np.where(stable & (slack > 0.0), np.minimum(tail, 1.0), 1.0)
+    return np.asarray(np.where(rho <= 0.0, 0.0, out), dtype=np.float64)

@@ -1,32 +1,49 @@
-"""Co-location of online (latency-critical) and offline (best-effort) work on shared GPUs:
-how the SM share is split, which offline job joins which online GPU, and when to protect
-the online service. Pure decisions, driven alike by the simulator and the node agent."""
+"""Co-location of online (latency-critical) and offline (best-effort) work on shared GPUs: the
+one decision core the simulator and the node agent both call.
 
+An :class:`Observation` of a node (or of the whole fleet) goes in with the core's
+:class:`GpuState`; :class:`Actions` come out of :meth:`ColocationPolicy.decide`. A policy is
+composed of small pure parts: share sizing, the compute guard, admission, recovery and the
+matching of offline jobs with GPUs; :data:`COLOCATION` names them.
+"""
+
+from cotenant.policies.colocation.admission import Admission
 from cotenant.policies.colocation.contract import (
     MAX_SHARE_PCT,
     MIN_SHARE_PCT,
-    OnlineObservation,
-    SharePolicy,
+    Actions,
+    GpuState,
+    Mechanism,
+    Observation,
+    Why,
     check_share_pct,
 )
-from cotenant.policies.colocation.policy import (
-    COLOCATION,
-    ColocationPolicy,
-    Matching,
-    Sharing,
-)
-from cotenant.policies.colocation.share import DynamicShare, FixedShare
+from cotenant.policies.colocation.guard import GuardSettings, report_window_s
+from cotenant.policies.colocation.policy import ColocationPolicy, Matching
+from cotenant.policies.colocation.recovery import Fault, Next, Recovery, Response
+from cotenant.policies.colocation.registry import COLOCATION
+from cotenant.policies.colocation.share import DynamicShare, FixedShare, need
 
 __all__ = [
     "COLOCATION",
     "MAX_SHARE_PCT",
     "MIN_SHARE_PCT",
+    "Actions",
+    "Admission",
     "ColocationPolicy",
     "DynamicShare",
+    "Fault",
     "FixedShare",
+    "GpuState",
+    "GuardSettings",
     "Matching",
-    "OnlineObservation",
-    "SharePolicy",
-    "Sharing",
+    "Mechanism",
+    "Next",
+    "Observation",
+    "Recovery",
+    "Response",
+    "Why",
     "check_share_pct",
+    "need",
+    "report_window_s",
 ]

@@ -1,188 +1,155 @@
-"""The co-location policies and their registry ``COLOCATION``.
+"""A co-location policy: small pure parts composed, one :meth:`ColocationPolicy.decide`.
 
-A policy is a frozen description the simulator interprets each interval; every decision it
-holds (shares, matching, guard thresholds, restart delays) is a pure function of arrays:
+The parts: a mechanism (MPS, time slicing, priority), share sizing (:mod:`.share`), the
+compute guard (:mod:`.guard`), admission (:mod:`.admission`), recovery (:mod:`.recovery`),
+the pairing of offline jobs with GPUs (:class:`Matching`, :mod:`.matching`) and a memory
+limit. ``decide`` is the whole per-tick decision for the GPUs of an :class:`Observation`: the
+simulator calls it for every GPU of the fleet, the node agent for the GPUs of its node.
 
-* ``dedicated``: online GPUs run online work only (the baseline);
-* ``mps-fixed``: offline jobs join online GPUs as the queue offers them (largest first among
-  those that have arrived) where the memory free in the last interval fits them (no memory
-  limit: the online service can run out of memory later), MPS with a fixed online share
-  (default 50%);
-* ``time-slicing``: the same placement, the GPU's default time slicing between the two;
-  both baselines take ``max_peak_load``, a static admission rule (share only the GPUs whose
-  online service never exceeds that load, or, with ``admit_quantile`` below 1, stays at or
-  below it for that fraction of the run), their knob for fewer SLO violations, and
-  ``memory_limit`` (off by default: time slicing isolates no memory, and a plain MPS split
-  sets no pinned-memory limit), the knob against out-of-memory;
-* ``muxflow``: maximum-weight matching on predicted speeds, :class:`DynamicShare`, the
-  two-level protection (a hard offline memory limit below the online peak; a compute guard
-  that throttles, then evicts) and MuxFlow's mixed error handling (graceful exit on
-  signals, MPS restarted with the online service first, offline restarts with exponential
-  backoff).
+Per GPU it (1) sizes the share on the peak load of the last ``load_window_s`` seconds and
+applies the sizing's hysteresis; (2) keeps the guard's floor while it holds; (3) raises a share
+at once, but gives the co-runner more of the GPU only after the GPU has been watched for a
+whole window, at most once a window, not while it is paused, and only for a gain of more than
+``gain_threshold_pct`` points (each gain under MPS is a restart); (4) runs the guard on a fresh
+p99 report (pause, throttle to the need at the measured load, or evict).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 import numpy as np
-import numpy.typing as npt
 
-from cotenant.errors import InputError
-from cotenant.policies.colocation.contract import check_share_pct
-from cotenant.policies.colocation.share import DynamicShare, FixedShare
-from cotenant.registry import Registry
-
-IntArray = npt.NDArray[np.int64]
-
-
-class Sharing(StrEnum):
-    """How an online GPU is shared with an offline co-runner."""
-
-    NONE = "none"
-    MPS = "mps"
-    TIME_SLICING = "time-slicing"
+from cotenant.errors import InputError, check_seconds
+from cotenant.policies.colocation.admission import Admission
+from cotenant.policies.colocation.contract import (
+    MAX_SHARE_PCT,
+    Actions,
+    GpuState,
+    Mechanism,
+    Observation,
+    Why,
+    check_share_pct,
+)
+from cotenant.policies.colocation.guard import GuardSettings
+from cotenant.policies.colocation.recovery import Recovery
+from cotenant.policies.colocation.share import NEVER, ShareSizing, need
 
 
 class Matching(StrEnum):
+    """How pending offline jobs are paired with online GPUs that have room."""
+
     NONE = "none"
     GREEDY = "greedy"
+    """The queue's order (largest job that fits first), any GPU with room."""
+    RANDOM = "random"
     MAX_WEIGHT = "max-weight"
+    """MuxFlow: the pairing of most predicted speed (:mod:`.matching`)."""
 
 
 @dataclass(frozen=True)
 class ColocationPolicy:
-    """What a co-location policy does; see the module docstring for the four built in."""
+    """What a co-location policy does; its parts are documented in their modules."""
 
     name: str
-    sharing: Sharing
-    matching: Matching
-    share: DynamicShare | FixedShare | None = None
-    guard: bool = False
-    guard_threshold: float = 0.95
-    """The guard acts when the predicted p99 exceeds this fraction of the SLO."""
-    load_window: int = 1
-    """Shares and matching act on the peak load observed over this many past intervals."""
-    guard_reaction_s: float = 0.5
-    """Seconds the guard takes to act on a p99 rise (an assumption, see sim.colocation)."""
-    evict_above: int = 95
-    """The guard evicts when keeping the SLO needs more online share than this."""
-    online_first: bool = False
-    """After an MPS failure the online service is restarted first, outside MPS."""
-    graceful_signals: bool = False
-    """Signals trigger a checkpoint-and-exit (no progress lost) instead of a kill."""
-    backoff_base: int = 0
-    """Intervals a crashed job waits before it may run again: ``backoff_base *
-    2**(failures-1)``, at most ``backoff_cap``; 0 = it may run from the next interval."""
-    backoff_cap: int = 32
-    quarantine: int = 30
-    """Intervals a GPU takes no offline work after an XID error."""
+    mechanism: Mechanism
+    share: ShareSizing | None = None
+    guard: GuardSettings | None = None
+    admission: Admission = field(default_factory=Admission)
+    recovery: Recovery = field(default_factory=Recovery)
+    matching: Matching = Matching.GREEDY
     memory_limit: bool = False
-    """The hard offline memory limit: an offline job gets at most the GPU's memory less the
-    online service's *peak*, so online memory growth always finds room. Without it a job is
-    placed by the memory free *now* (what nvidia-smi shows), and when the online service grows
-    into memory the job holds, the online allocation fails (an out-of-memory interval)."""
-    max_peak_load: float = 1.0
-    """Static admission: offline work joins only GPUs whose online service's peak load is at
-    most this; 1.0 admits every GPU. The knob a static baseline has to trade offline work for
-    fewer SLO violations. The simulator takes the peak over the whole run, future included:
-    foresight an operator would not have, which favours the baselines."""
-    admit_quantile: float = 1.0
-    """Which quantile of the online load the admission compares with ``max_peak_load``: 1.0
-    its peak; 0.99 the load it stays at or below 99% of the time. Where loads are high
-    enough that nearly every service peaks at 1 (duty cycles scaled up), the peak admits
-    all or nothing and a lower quantile is the lever left."""
-    admit_history: bool = False
-    """Admission from the load seen so far instead of the whole run: a GPU is admitted at an
-    interval while the ``admit_quantile`` of its service's load *before* it is at most
-    ``max_peak_load``, none in the first hour (no history yet), and an offline job on a GPU
-    that loses admission is evicted (requeued, progress kept). What an operator can run,
-    without the foresight of the default."""
-    notes: tuple[str, ...] = field(default=())
+    """Offline jobs get at most the GPU's memory less the online service's peak (MPS pins it;
+    elsewhere the agent's limit), so online memory growth always finds room. Without it a job
+    is placed by the memory free now, and online growth into it is an out-of-memory."""
+    load_window_s: float = 60.0
+    gain_threshold_pct: int = 10
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.guard_threshold <= 1.0:
-            raise InputError(f"policy {self.name}", "guard_threshold must be in (0, 1]")
-        check_share_pct(self.evict_above, f"policy {self.name}: evict_above")
-        if self.load_window < 1:
-            raise InputError(f"policy {self.name}", "load_window must be >= 1")
-        if self.backoff_base < 0 or self.backoff_cap < 0 or self.quarantine < 0:
-            raise InputError(f"policy {self.name}", "delays must be >= 0")
-        if not 0.0 <= self.max_peak_load <= 1.0:
-            raise InputError(f"policy {self.name}", "max_peak_load must be in [0, 1]")
-        if not 0.0 < self.admit_quantile <= 1.0:
-            raise InputError(f"policy {self.name}", "admit_quantile must be in (0, 1]")
-        if not 0.0 <= self.guard_reaction_s < float("inf"):
-            raise InputError(f"policy {self.name}",
-                             f"guard_reaction_s {self.guard_reaction_s} must be a finite "
-                             "number of seconds >= 0")
+        check_seconds(self.load_window_s, f"policy {self.name}: load_window_s", positive=True)
+        check_share_pct(self.gain_threshold_pct, f"policy {self.name}: gain_threshold_pct",
+                        lowest=0)
+        if self.mechanism is Mechanism.NONE and (self.share or self.guard):
+            raise InputError(f"policy {self.name}", "a policy that shares nothing has no "
+                             "share sizing or guard")
 
     @property
     def shares_gpus(self) -> bool:
-        return self.sharing is not Sharing.NONE
+        return self.mechanism is not Mechanism.NONE
 
-    def restart_delay(self, failures: IntArray) -> IntArray:
-        """Intervals to wait before a job that failed ``failures`` times runs again."""
-        if self.backoff_base == 0:
-            return np.zeros_like(failures)
-        exp = np.minimum(np.maximum(failures - 1, 0), 30)
-        delay: IntArray = np.minimum(self.backoff_base * (2**exp), self.backoff_cap).astype(
-            np.int64
+    def with_(self, **changes: object) -> ColocationPolicy:
+        """A copy with ``changes`` (the frontier's settings)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def decide(self, obs: Observation, state: GpuState) -> tuple[Actions, GpuState]:
+        """The actions for every GPU of ``obs`` and the state for the next call."""
+        now, n = obs.now_s, len(obs.model)
+        current = obs.share.astype(np.int64)
+        decided = state.decided
+        if self.share is not None and self.shares_gpus:  # sized where a co-runner is placed
+            idx = np.flatnonzero(obs.placed)
+            needed = self.share.needed(self.mechanism, obs.model[idx], obs.load_peak[idx],
+                                       obs.slo_ms[idx], obs.stretch[idx])
+            decided = state.decided.copy()
+            decided[idx] = self.share.hold(needed, state.decided[idx])
+        floor = np.where(state.floor_until > now, state.floor, 0)
+        want = np.clip(np.maximum(np.where(decided < 0, current, decided), floor), 0,
+                       MAX_SHARE_PCT)
+        paused = state.paused_until > now
+        window = self.load_window_s
+        may_gain = ((state.watched_since <= now - window) & (state.gained_at <= now - window)
+                    & ~paused)
+        up = want > current
+        down = (want < current) & may_gain & (current - want > self.gain_threshold_pct)
+        share = np.where(up | down, want, current).astype(np.int64)
+        why = np.where(up, Why.SHARE_UP, np.where(down, Why.SHARE_DOWN, Why.NONE))
+        gained_at = np.where(down & obs.placed, now, state.gained_at)
+        nxt = replace(state, decided=np.asarray(decided, dtype=np.int64), gained_at=gained_at)
+        pause_until = np.full(n, np.nan)
+        evict = np.zeros(n, dtype=np.bool_)
+        if self.guard is not None and self.shares_gpus:
+            share, why, pause_until, evict, nxt = self._guard(obs, nxt, share, why, floor)
+        restart = ((share != current) & obs.placed & ~evict
+                   & self.mechanism.restarts_on_share_change)
+        actions = Actions(share=share, restart=np.asarray(restart, dtype=np.bool_),
+                          pause_until=pause_until, evict=evict, hold_until=nxt.held_until,
+                          why=np.asarray(why, dtype=np.int64))
+        return actions, nxt
+
+    def _guard(self, obs: Observation, state: GpuState, share: np.ndarray, why: np.ndarray,
+               floor: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                          GpuState]:
+        """Pause, throttle or evict on fresh p99 reports over the threshold."""
+        g, now = self.guard, obs.now_s
+        assert g is not None
+        paused = state.paused_until > now
+        with np.errstate(invalid="ignore"):
+            fresh = (np.isfinite(obs.p99_ms) & (obs.p99_since_s >= state.acted_at)
+                     & (now >= state.acted_at + g.settle_s) & (now - obs.p99_at_s <= g.stale_s))
+            risk = fresh & obs.running & ~paused & (obs.p99_ms > g.threshold * obs.slo_ms)
+        pause = risk & (g.pause_s > 0.0) & (now > state.paused_at + g.pause_s + g.hold_s)
+        act = risk & ~pause
+        target = np.maximum(share, floor) + g.step_pct
+        i = np.flatnonzero(act)  # the need at the measured load, where the guard acts
+        target[i] = np.maximum(target[i], need(self.mechanism, obs.model[i], obs.load[i],
+                                               g.threshold * obs.slo_ms[i], obs.stretch[i]))
+        evict = act & ((target > g.evict_above) | (target >= NEVER)
+                       | (self.mechanism is Mechanism.PRIORITY))
+        throttle = act & ~evict
+        target = np.minimum(target, MAX_SHARE_PCT)
+        share = np.where(throttle, np.maximum(share, target), share).astype(np.int64)
+        why = np.where(pause, Why.PAUSE, np.where(evict, Why.EVICT,
+                                                  np.where(throttle, Why.THROTTLE, why)))
+        pause_until = np.where(pause, now + g.pause_s, np.nan)
+        nxt = replace(
+            state,
+            floor=np.where(throttle, target, state.floor).astype(np.int64),
+            floor_until=np.where(throttle, now + g.hold_s, state.floor_until),
+            acted_at=np.where(risk, now, state.acted_at),
+            paused_at=np.where(pause, now, state.paused_at),
+            paused_until=np.where(pause, now + g.pause_s, state.paused_until),
+            held_until=np.where(evict, now + g.evict_hold_s, state.held_until),
         )
-        return delay
-
-
-COLOCATION: Registry[ColocationPolicy] = Registry("co-location policy")
-
-
-@COLOCATION.register("dedicated", aliases=("none", "exclusive"))
-def dedicated() -> ColocationPolicy:
-    return ColocationPolicy("dedicated", Sharing.NONE, Matching.NONE)
-
-
-@COLOCATION.register("mps-fixed", aliases=("mps",))
-def mps_fixed(
-    share: int = 50, max_peak_load: float = 1.0, memory_limit: bool = False,
-    admit_quantile: float = 1.0, admit_history: bool = False,
-) -> ColocationPolicy:
-    return ColocationPolicy(
-        "mps-fixed", Sharing.MPS, Matching.GREEDY, share=FixedShare(share),
-        max_peak_load=max_peak_load, memory_limit=memory_limit, admit_quantile=admit_quantile,
-        admit_history=admit_history,
-    )
-
-
-@COLOCATION.register("time-slicing", aliases=("ts", "timeslicing"))
-def time_slicing(
-    max_peak_load: float = 1.0, memory_limit: bool = False, admit_quantile: float = 1.0,
-    admit_history: bool = False,
-) -> ColocationPolicy:
-    return ColocationPolicy(
-        "time-slicing", Sharing.TIME_SLICING, Matching.GREEDY, max_peak_load=max_peak_load,
-        memory_limit=memory_limit, admit_quantile=admit_quantile, admit_history=admit_history,
-    )
-
-
-@COLOCATION.register("muxflow")
-def muxflow(
-    share: DynamicShare | None = None, guard_threshold: float = 0.95, evict_above: int = 95,
-    guard_reaction_s: float = 0.5, load_window: int = 1,
-) -> ColocationPolicy:
-    """MuxFlow; ``share`` defaults to :class:`DynamicShare`'s restart-aware defaults.
-    ``guard_reaction_s`` is the assumption its SLO result rests on (``sim.colocation``)."""
-    return ColocationPolicy(
-        "muxflow",
-        Sharing.MPS,
-        Matching.MAX_WEIGHT,
-        share=share if share is not None else DynamicShare(),
-        guard=True,
-        memory_limit=True,
-        guard_threshold=guard_threshold,
-        evict_above=evict_above,
-        guard_reaction_s=guard_reaction_s,
-        load_window=load_window,
-        online_first=True,
-        graceful_signals=True,
-        backoff_base=1,
-    )
+        return share, why, pause_until, evict, nxt

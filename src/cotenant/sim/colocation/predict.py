@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from cotenant.perf import mps
 from cotenant.perf.predictor import PairPredictor
-from cotenant.sim.colocation_workload import ColocationWorkload
+from cotenant.sim.colocation.workload import ColocationWorkload
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from cotenant.errors import InputError
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy
 from cotenant.sim.colocation import run_colocation
-from cotenant.sim.colocation_records import ColocationConfig, ColocationRun
-from cotenant.sim.colocation_workload import ColocationWorkload
+from cotenant.sim.colocation.records import ColocationConfig, ColocationRun
+from cotenant.sim.colocation.workload import ColocationWorkload
 
 DEFAULT_SHARES: tuple[int, ...] = (90, 75, 50, 25)
 DEFAULT_PEAKS: tuple[float, ...] = (

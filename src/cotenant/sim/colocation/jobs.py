@@ -4,7 +4,7 @@ A job's work is its pod's lifetime in GPU-seconds (times ``gpu_milli / 1000`` fo
 fractional pod); its memory is ``gpu_milli``'s share of a 16 GiB GPU, or a Tally training
 footprint (seeded) for a whole-GPU pod. The trace's BE work is far less than the online GPUs'
 idle time, so :func:`resample_jobs` draws jobs with replacement until the work that can run
-within the horizon reaches the demand (see :mod:`cotenant.sim.colocation_workload`).
+within the horizon reaches the demand (see :mod:`cotenant.sim.colocation.workload`).
 """
 
 from __future__ import annotations

@@ -13,9 +13,12 @@
   GPUs hold). That footprint is the service's *peak*; with a memory profile on the load
   (``memory_over_time``, the GenAI memory series as a fraction of each pod's own peak, or its
   synthetic twin) the memory it uses at ``t`` is the footprint times the profile of its
-  series (a series without memory samples stays at its peak). And an
-  SLO: ``slo_headroom`` times its p99 alone on the whole GPU at its peak load (capped at 0.9),
-  so the dedicated deployment meets it.
+  series (a series without memory samples stays at its peak). Its SLO is ``slo_multiple``
+  times its model's solo batch time (:mod:`cotenant.perf.slo`): nothing about its load or
+  any policy enters it.
+* **Load inside the minute**: each interval of each series is split into ``substeps`` loads
+  that average to it (:mod:`cotenant.traces.bursts`, ``burst_alpha`` fitted to the GenAI
+  trace), drawn once per workload, so every policy meets the same bursts.
 * **Offline jobs**: one per GPU of each openb ``BE`` pod with a lifetime; work is the lifetime
   in GPU-seconds (times ``gpu_milli / 1000`` for a fractional pod). Memory: ``gpu_milli``'s
   share of a 16 GiB GPU, or a Tally training footprint (seeded) for a whole-GPU pod. The
@@ -48,7 +51,9 @@ from cotenant.errors import InputError
 from cotenant.model.cluster import Cluster
 from cotenant.model.workload import MILLI_PER_GPU, Pod, Qos
 from cotenant.perf import mps
-from cotenant.sim.colocation_jobs import offline_jobs, resample_jobs
+from cotenant.perf.slo import DEFAULT_MULTIPLE, slo_ms
+from cotenant.sim.colocation.jobs import offline_jobs, resample_jobs
+from cotenant.traces.bursts import DEFAULT_ALPHA, DEFAULT_SUBSTEPS, sub_steps
 from cotenant.traces.genai import synthetic_duty_cycles
 from cotenant.traces.synthetic import default_params, generate_nodes, generate_pods
 
@@ -99,6 +104,19 @@ class ColocationWorkload:
     rejected: dict[str, int] = field(default_factory=dict)
     memory_profile: FloatArray | None = None
     """(n_series, n_intervals) online memory used as a fraction of its peak; None: constant."""
+    fine: npt.NDArray[np.float32] | None = None
+    """(n_series, n_intervals, substeps) load inside each interval; None: flat intervals."""
+    slo_multiple: float = DEFAULT_MULTIPLE
+
+    @property
+    def substeps(self) -> int:
+        return 1 if self.fine is None else int(self.fine.shape[2])
+
+    def load_at(self, t: int, k: int) -> FloatArray:
+        """Each online GPU's load in sub-step ``k`` of interval ``t``."""
+        if self.fine is None:
+            return np.asarray(self.load[self.series, t], dtype=np.float64)
+        return np.asarray(self.fine[self.series, t, k], dtype=np.float64)
 
     @property
     def gpus(self) -> int:
@@ -188,12 +206,14 @@ def build_workload(
     *,
     intervals: int | None = None,
     offline_demand: float = 2.0,
-    slo_headroom: float = 1.5,
+    slo_multiple: float = DEFAULT_MULTIPLE,
     use_load_memory: bool = False,
     memory_over_time: bool = True,
     arrivals: str = "spread",
     load_scale: float = 1.0,
     description: str = "",
+    substeps: int = DEFAULT_SUBSTEPS,
+    burst_alpha: float = DEFAULT_ALPHA,
 ) -> ColocationWorkload:
     """Online services from the LS pods, offline jobs from the BE pods, load from ``load``."""
     values = np.asarray(load.values, dtype=np.float64)
@@ -212,8 +232,8 @@ def build_workload(
         values = np.tile(values, (1, reps))[:, :intervals]
         if profile is not None:
             profile = np.tile(profile, (1, reps))[:, :intervals]
-    if offline_demand < 0 or slo_headroom <= 1.0:
-        raise InputError("workload", "offline_demand must be >= 0 and slo_headroom > 1")
+    if offline_demand < 0:
+        raise InputError("workload", "offline_demand must be >= 0")
     if arrivals not in ARRIVALS:
         raise InputError("--arrivals", f"{arrivals!r}; expected one of {', '.join(ARRIVALS)}")
     rejected: Counter[str] = Counter()
@@ -247,21 +267,21 @@ def build_workload(
         if over.any():
             rejected["online memory above its GPU (capped at the GPU)"] = int(over.sum())
         on_mem = np.where(np.isfinite(from_series), np.minimum(from_series, gpu_mem), on_mem)
-    peak = np.minimum(values.max(axis=1)[series], PEAK_LOAD_CAP)
-    slo = slo_headroom * mps.p99_ms(
-        peak, np.ones(n), mps.ONLINE_SERIAL[model], mps.ONLINE_L100[model]
-    )
+    slo = slo_ms(model, slo_multiple)
     jobs = offline_jobs(pods, rng, float((gpu_mem - on_mem).max()), rejected)
     horizon_s = values.shape[1] * load.interval_s
     work, mem, prof, arrival = resample_jobs(
         jobs, rng, offline_demand * n * horizon_s, values.shape[1], int(load.interval_s),
         arrivals == "spread", float(np.median(gpu_mem - on_mem)), rejected,
     )
+    burst_rng = np.random.default_rng(int(rng.integers(2**63)))
+    fine = sub_steps(values, substeps, burst_alpha, burst_rng).astype(np.float32)
     return ColocationWorkload(
         gpu_memory_mib=gpu_mem, model=model, online_memory_mib=on_mem, slo_ms=slo,
         series=series, load=values, interval_s=int(load.interval_s),
         job_memory_mib=mem, job_work_s=work, job_profile=prof, job_arrival=arrival,
         description=description, rejected=dict(rejected), memory_profile=profile,
+        fine=fine, slo_multiple=slo_multiple,
     )
 
 
@@ -273,10 +293,12 @@ def synthetic_workload(
     interval_s: int = 60,
     series: int = 143,
     offline_demand: float = 2.0,
-    slo_headroom: float = 1.5,
+    slo_multiple: float = DEFAULT_MULTIPLE,
     load: DutyCycles | None = None,
     arrivals: str = "spread",
     load_scale: float = 1.0,
+    substeps: int = DEFAULT_SUBSTEPS,
+    burst_alpha: float = DEFAULT_ALPHA,
 ) -> ColocationWorkload:
     """``gpus`` online GPUs from nodes and pods drawn from the openb-fitted parameters, LS
     pods serving, BE pods as offline jobs, and ``load`` (default: ``series`` synthetic
@@ -301,7 +323,8 @@ def synthetic_workload(
         load = synthetic_duty_cycles(series, intervals, rng, interval_s=interval_s)
     return build_workload(
         cluster, pods, load, rng, intervals=intervals, offline_demand=offline_demand,
-        slo_headroom=slo_headroom, arrivals=arrivals, load_scale=load_scale,
+        slo_multiple=slo_multiple, arrivals=arrivals, load_scale=load_scale,
+        substeps=substeps, burst_alpha=burst_alpha,
         description=f"synthetic: {gpus} online GPUs fitted to {params.source}, "
         f"{intervals} x {load.interval_s}s intervals, {source}",
     )
