@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -51,7 +52,8 @@ from cotenant.perf import mps, published
 FloatArray = npt.NDArray[np.float64]
 SOURCES = ("tally", "h200")
 STATISTICS = ("mean", "min", "max")
-_STAT = {"mean": np.mean, "min": np.min, "max": np.max}
+_STAT: dict[str, Callable[[list[float]], float]] = {
+    "mean": lambda v: float(np.mean(v)), "min": min, "max": max}
 
 
 @dataclass(frozen=True)

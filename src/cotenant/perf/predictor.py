@@ -236,14 +236,19 @@ def evaluate(
 # --- shipped data --------------------------------------------------------------------------
 
 
-def tally_pairs() -> list[PairRow]:
-    """Tally's 12 inference-server + training pairs under MPS, with solo footprints."""
+def tally_pairs(mechanism: str = "mps") -> list[PairRow]:
+    """Tally's 12 inference-server + training pairs under ``mechanism`` (a column of
+    ``tally_pairs.csv``: mps, mps_priority, time_slicing, tally, tgs), with solo footprints."""
+    if mechanism not in published.MECHANISMS:
+        raise InputError("predictor mechanism", f"{mechanism!r} is not one of "
+                         f"{', '.join(published.MECHANISMS)}")
     gpu_mib = published.tally_gpu_memory_mib()
     jobs = {j.name: SoloProfile(j.gpu_util, j.gpu_util, j.memory_mb / gpu_mib)
             for j in published.tally_jobs()}
     return [
         PairRow(p.hp_job, p.be_job, jobs[p.hp_job], jobs[p.be_job],
-                min(1.0, 1.0 / p.hp_p99_ratio["mps"]), min(1.0, p.be_norm_tput["mps"]))
+                min(1.0, 1.0 / p.hp_p99_ratio[mechanism]),
+                min(1.0, p.be_norm_tput[mechanism]))
         for p in published.tally_pairs()
     ]
 
@@ -276,6 +281,8 @@ def gavel_pairs(gpu: str = "V100") -> list[PairRow]:
 
 DATASETS: dict[str, Callable[[], list[PairRow]]] = {
     "tally-a100-mps": tally_pairs,
+    "tally-a100-time-slicing": lambda: tally_pairs("time_slicing"),
+    "tally-a100-priority": lambda: tally_pairs("tally"),
     "gavel-v100": lambda: gavel_pairs("V100"),
     "gavel-p100": lambda: gavel_pairs("P100"),
 }
@@ -286,6 +293,13 @@ DATASETS: dict[str, Callable[[], list[PairRow]]] = {
 def default_predictor() -> PairPredictor:
     """Fitted on Tally's MPS pairs (online inference + offline training), cached."""
     return fit_predictor(tally_pairs())
+
+
+@cache
+def predictor_for(mechanism: str) -> PairPredictor:
+    """Fitted on Tally's pairs under ``mechanism`` (its column name), cached: the matching of
+    a policy predicts the speeds of the sharing it will run."""
+    return fit_predictor(tally_pairs(mechanism))
 
 
 def evaluate_shipped() -> list[PredictorReport]:

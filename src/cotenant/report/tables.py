@@ -14,7 +14,7 @@ from collections.abc import Collection, Sequence
 from rich import box
 from rich.table import Table
 
-from cotenant.sim.colocation_frontier import FrontierPoint, pareto
+from cotenant.sim.colocation.frontier import FrontierPoint, pareto
 from cotenant.sim.experiment import PolicySummary
 
 HEADERS = (
@@ -124,13 +124,15 @@ def summary_tables(summary: Sequence[PolicySummary], at_percent: int, title: str
 
 
 COLOCATION_HEADERS = (
-    "policy", "util %", "SM act. %", "mem %", "SLO viol. %", "online OOM", "offline tput",
-    "jobs done", "JCT min", "JCT common", "throttles", "evictions", "share changes", "faults",
+    "policy", "util %", "SM act. %", "mem %", "late req. %", "added late %", "late GPU-min %",
+    "online OOM", "offline tput", "jobs done", "JCT mean (min)", "JCT common (min)", "pauses",
+    "throttles", "evictions", "share changes", "faults",
 )
 
 
 def colocation_rows(rows: Sequence[dict[str, object]]) -> tuple[list[str], list[list[str]]]:
-    """Headers and string rows of co-location summaries (``ColocationRun.summary()``)."""
+    """Headers and string rows of co-location summaries (``ColocationRun.summary()``, with
+    ``added_violation_pct`` over dedicated where the caller has it)."""
     body = []
     for r in rows:
         faults = r["faults"]
@@ -140,10 +142,12 @@ def colocation_rows(rows: Sequence[dict[str, object]]) -> tuple[list[str], list[
         body.append([
             str(r["policy"]), f"{r['utilisation_pct']:.2f}", f"{r['sm_activity_pct']:.2f}",
             f"{r['memory_used_pct']:.2f}", f"{r['slo_violation_pct']:.3f}",
+            _fixed(_float(r.get("added_violation_pct")), 3),
+            f"{r['gpu_minute_violation_pct']:.3f}",
             str(r.get("online_oom_intervals", 0)), f"{r['offline_throughput']:.4f}",
             str(r["jobs_completed"]),
             _fixed(_float(r["jct_mean_min"]), 1), _fixed(_float(r.get("jct_common_min")), 1),
-            str(r["throttles"]), str(r["evictions"]),
+            str(r.get("pauses", 0)), str(r.get("throttles", 0)), str(r.get("evictions", 0)),
             str(r.get("share_changes", 0)), str(injected),
         ])
     return list(COLOCATION_HEADERS), body
@@ -154,23 +158,26 @@ def colocation_tables(rows: Sequence[dict[str, object]], width: int) -> list[Tab
     head, body = colocation_rows(rows)
     return fitted_tables(
         head, body, width, title="Online/offline co-location",
-        caption="utilisation = share of time a kernel runs (nvidia-smi); offline tput = "
-        "offline work in whole-GPU equivalents per online GPU; online OOM = GPU-intervals the "
-        "online service ran out of memory; JCT min = mean over the policy's own finished jobs, "
-        "JCT common = over the jobs every policy that finished any finished; share changes = "
-        "running offline clients given a new MPS share (a restart each, unless "
-        "--share-change-s is 0); faults = injected",
+        caption="utilisation = share of time a kernel runs (nvidia-smi); SM act. = share of "
+        "SMs busy; late req. = requests over their SLO; added late = that less the dedicated "
+        "deployment's (the trace's own overload); late GPU-min = GPU-minutes whose p99 was "
+        "over the SLO; offline tput = offline work in whole-GPU equivalents per online GPU; "
+        "online OOM = GPU-intervals the online service ran out of memory; JCT mean = over the "
+        "policy's own finished jobs, JCT common = over the jobs every policy finished; share "
+        "changes = offline clients restarted with a new MPS cap; faults = injected",
     )
 
 
-FRONTIER_HEADERS = ("policy", "setting", "util %", "SLO viol. %", "offline tput", "Pareto")
+FRONTIER_HEADERS = ("policy", "setting", "util %", "SM act. %", "late req. %", "added late %",
+                    "offline tput", "Pareto")
 
 
 def frontier_rows(points: Sequence[FrontierPoint]) -> tuple[list[str], list[list[str]]]:
     """Headers and string rows of a frontier, Pareto points marked."""
     front = {(p.policy, p.setting) for p in pareto(points)}
     body = [
-        [p.policy, p.setting, f"{p.utilisation_pct:.2f}", f"{p.slo_violation_pct:.3f}",
+        [p.policy, p.setting, f"{p.utilisation_pct:.2f}", f"{p.sm_activity_pct:.2f}",
+         f"{p.slo_violation_pct:.3f}", f"{p.added_violation_pct:.3f}",
          f"{p.offline_throughput:.4f}", "yes" if (p.policy, p.setting) in front else ""]
         for p in points
     ]
@@ -181,7 +188,8 @@ def frontier_tables(points: Sequence[FrontierPoint], width: int) -> list[Table]:
     """A frontier for a console ``width`` wide, keyed by policy and setting."""
     head, body = frontier_rows(points)
     return fitted_tables(
-        head, body, width, title="Offline throughput against SLO violations",
-        caption="Pareto: no other setting of the policy has fewer or equal violations and "
-        "more or equal offline work", left=("policy", "setting"), keys=2,
+        head, body, width, title="Offline work against late requests",
+        caption="added late = requests over their SLO less the dedicated deployment's; Pareto: "
+        "no other setting of the policy adds fewer or equal late requests and does more or "
+        "equal offline work", left=("policy", "setting"), keys=2,
     )

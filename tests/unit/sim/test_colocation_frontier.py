@@ -1,102 +1,60 @@
-"""The throughput/violation frontier: settings run, Pareto filter, best within a budget."""
+"""The frontier: every policy with the same protections, added late requests, the verdict."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from cotenant.errors import InputError
-from cotenant.policies.colocation import COLOCATION
-from cotenant.sim.colocation import run_colocation
-from cotenant.sim.colocation_frontier import (
+from cotenant.sim.colocation.frontier import (
+    GUARDS,
     FrontierPoint,
     best_within,
     frontier,
     pareto,
     settings,
+    verdict,
 )
-from cotenant.sim.colocation_workload import synthetic_workload
+from cotenant.sim.colocation.workload import synthetic_workload
 
 
-def _p(policy: str, setting: str, viol: float, tput: float) -> FrontierPoint:
-    return FrontierPoint(policy, setting, 50.0, viol, tput)
+def _p(policy: str, added: float, tput: float, setting: str = "s") -> FrontierPoint:
+    return FrontierPoint(policy, setting, 0.0, 0.0, added + 1.0, added, 0.0, tput)
 
 
-def test_pareto_keeps_per_policy_the_points_nothing_beats_on_both_axes() -> None:
-    points = [
-        _p("ts", "a", 0.1, 0.2), _p("ts", "b", 0.5, 0.6), _p("ts", "c", 0.6, 0.5),
-        _p("ts", "d", 1.0, 0.9), _p("mps", "e", 0.2, 0.1), _p("mps", "f", 0.2, 0.3),
-    ]
-    kept = {p.setting for p in pareto(points)}
-    assert kept == {"a", "b", "d", "f"}  # c: b has fewer violations and more work; e: f
+def test_pareto_keeps_per_policy_what_nothing_beats_on_both_axes() -> None:
+    pts = [_p("a", 0.1, 0.5, "x"), _p("a", 0.2, 0.4, "y"), _p("a", 0.3, 0.6, "z"),
+           _p("b", 0.05, 0.1)]
+    assert [(p.policy, p.setting) for p in pareto(pts)] == [("a", "x"), ("a", "z"), ("b", "s")]
 
 
-def test_best_within_a_budget_picks_the_most_work_or_none() -> None:
-    points = [_p("ts", "a", 0.1, 0.2), _p("ts", "b", 0.5, 0.6), _p("ts", "d", 1.0, 0.9)]
-    best = best_within(points, "ts", 0.5)
-    assert best is not None
-    assert best.setting == "b"
-    assert best_within(points, "ts", 0.05) is None
-    assert best_within(points, "mps", 10.0) is None
+def test_best_within_and_the_verdict_pick_the_most_work_under_each_budget() -> None:
+    pts = [_p("a", 0.1, 0.5), _p("a", 0.6, 0.9), _p("b", 0.01, 0.3), _p("b", 0.2, 0.7)]
+    assert best_within(pts, "a", 0.05) is None
+    got = best_within(pts, "a", 1.0)
+    assert got is not None
+    assert got.offline_throughput == 0.9
+    v = {x["budget_added_pct"]: x["winner"] for x in verdict(pts, (0.05, 0.25, 1.0))}
+    assert v == {0.05: "b", 0.25: "b", 1.0: "a"}
 
 
-def test_settings_cover_muxflow_and_each_baseline_knob() -> None:
-    labels = [(policy.name, label) for label, policy in settings((80, 50), (0.5, 1.0))]
-    assert labels[0] == ("muxflow", "default")
-    assert sum(name == "time-slicing" for name, _ in labels) == 2 * 2  # x memory limit
-    assert sum(name == "mps-fixed" for name, _ in labels) == 4 * 2
-    limited = {label for _, label in labels if label.endswith(" mem-limit")}
-    assert limited == {
-        f"{s}peak<={p} mem-limit" for s in ("", "share=80% ", "share=50% ") for p in ("0.5", "1")
-    }
-    baselines = settings((80, 50), (0.5, 1.0))[1:]
-    assert all(p.memory_limit == label.endswith("mem-limit") for label, p in baselines)
-    with pytest.raises(InputError, match="frontier"):
-        settings((), (1.0,))
-    both = settings((50,), (0.5,), quantiles=(1.0, 0.99))
-    assert [label for label, _ in both] == [
-        "default", "peak<=0.5", "share=50% peak<=0.5", "p99<=0.5", "share=50% p99<=0.5",
-        "peak<=0.5 mem-limit", "share=50% peak<=0.5 mem-limit", "p99<=0.5 mem-limit",
-        "share=50% p99<=0.5 mem-limit"]
-    assert [p.admit_quantile for _, p in both[1:5]] == [1.0, 1.0, 0.99, 0.99]
+def test_every_baseline_is_offered_every_guard_and_the_memory_limit() -> None:
+    runs = settings()
+    for name in ("mps-fixed", "time-slicing", "priority"):
+        mine = [p for _, p in runs if p.name == name]
+        assert any(not p.memory_limit and p.guard is None for p in mine)
+        assert any(p.memory_limit and p.guard is None for p in mine)
+        guards = {p.guard for p in mine if p.guard is not None}
+        assert len(guards) == len(GUARDS)
+        assert any(not p.admission.admits_all for p in mine)
+    assert {p.name for _, p in runs} >= {"muxflow", "cotenant-pause", "cotenant-priority"}
 
 
-def test_frontier_points_are_the_runs_totals() -> None:
-    work = synthetic_workload(np.random.default_rng(5), gpus=60, intervals=90)
-    seen: list[tuple[str, str]] = []
-    points = frontier(work, 2, shares=(50,), peaks=(0.5, 1.0),
-                      on_run=lambda name, label: seen.append((name, label)))
-    assert [p.policy for p in points] == [name for name, _ in seen]
-    assert len(points) == 1 + 2 * (2 + 2)
-    mux = run_colocation(work, "muxflow", 2)
-    assert points[0].offline_throughput == float(mux.offline_throughput.mean())
-    assert points[0].slo_violation_pct == 100.0 * float(mux.violation_rate.mean())
-    assert points[0].offline_throughput > 0.0
-    ts = {p.setting: p for p in points if p.policy == "time-slicing"}
-    # admitting fewer GPUs never adds offline work
-    assert 0.0 < ts["peak<=0.5"].offline_throughput < ts["peak<=1"].offline_throughput
-    # a memory limit rules out online out-of-memory: never more violations than without
-    lim = ts["peak<=1 mem-limit"]
-    assert lim.slo_violation_pct <= ts["peak<=1"].slo_violation_pct
-
-
-def test_the_frontier_runs_the_muxflow_it_is_given() -> None:
-    slow = COLOCATION.create("muxflow", guard_reaction_s=5.0)
-    first = settings(shares=(50,), peaks=(1.0,), muxflow=slow)[0]
-    assert first == ("default", slow)
-    assert settings(shares=(50,), peaks=(1.0,))[0][1] == COLOCATION.create("muxflow")
-    with pytest.raises(InputError, match="takes a MuxFlow policy"):
-        settings(muxflow=COLOCATION.create("time-slicing"))
-
-
-def test_the_frontier_can_admit_the_baselines_by_history() -> None:
-    hist = settings(shares=(50,), peaks=(0.5,), quantiles=(1.0, 0.99), history=True)
-    assert [label for label, _ in hist] == [
-        "default", "peak<=0.5 hist", "share=50% peak<=0.5 hist", "p99<=0.5 hist",
-        "share=50% p99<=0.5 hist", "peak<=0.5 mem-limit hist",
-        "share=50% peak<=0.5 mem-limit hist", "p99<=0.5 mem-limit hist",
-        "share=50% p99<=0.5 mem-limit hist",
-    ]
-    assert all(p.admit_history for _, p in hist[1:])
-    assert not hist[0][1].admit_history  # MuxFlow admits every GPU
-    assert not any(p.admit_history for _, p in settings(shares=(50,), peaks=(0.5,))[1:])
+def test_points_are_the_runs_totals_against_dedicated() -> None:
+    w = synthetic_workload(np.random.default_rng(1), gpus=30, intervals=40)
+    runs = [r for r in settings() if r[1].name in ("muxflow", "priority")][:3]
+    calls: list[str] = []
+    floor, pts = frontier(w, 3, runs=runs, on_run=lambda n, label: calls.append(n))
+    assert calls[0] == "dedicated"
+    assert len(pts) == 3
+    for p in pts:
+        assert p.added_violation_pct == p.slo_violation_pct - floor
+        assert p.added_violation_pct >= -1e-9

@@ -9,8 +9,8 @@ from cotenant.errors import InputError
 from cotenant.model.cluster import Cluster
 from cotenant.model.gpu import CATALOG
 from cotenant.model.workload import Node, Pod, PodShape, Qos
-from cotenant.sim.colocation_queue import JobQueue
-from cotenant.sim.colocation_workload import build_workload, synthetic_workload
+from cotenant.sim.colocation.queue import JobQueue
+from cotenant.sim.colocation.workload import build_workload, synthetic_workload
 from cotenant.traces.genai import LoadSeries
 
 

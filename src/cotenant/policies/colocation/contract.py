@@ -76,11 +76,11 @@ class Observation:
 
     ``load`` is the online service's solo duty cycle measured over the last observation window
     (a busy time read beside a co-runner converted back to solo duty); ``load_peak`` its peak
-    over the policy's load window. ``p99_ms`` is the last latency report (NaN: none) and
-    ``p99_since_s`` when that report's window began, ``p99_at_s`` when it came. ``placed``: an offline job is on the GPU
-    (running, starting or paused); ``running``: it runs kernels now. ``share`` is the share in
-    force. ``stretch`` is the slowdown the co-runner's profile is predicted to cause under the
-    policy's mechanism (1 where none or unknown).
+    over the policy's load window. ``p99_ms`` is the last latency report (NaN: none),
+    ``p99_since_s`` when that report's window began, ``p99_at_s`` when it came. ``placed``: an
+    offline job is on the GPU (running, starting or paused); ``running``: it runs kernels now.
+    ``share`` is the share in force. ``stretch`` is the slowdown the co-runner's profile is
+    predicted to cause under the policy's mechanism (1 where none or unknown).
     """
 
     now_s: float | FloatArray

@@ -13,6 +13,12 @@ report above ``threshold`` x its SLO, on a GPU whose offline co-runner is runnin
 * **evict**: where that floor would pass ``evict_above``, the co-runner is stopped and no
   offline work starts on the GPU for ``evict_hold_s``.
 
+With ``adaptive``, a pause lasts as long as the burst: at every decision during a pause the
+load the service is measured at (alone) is checked against the model, and while the
+co-runner would push its p99 over the threshold at that load the pause is extended by
+``pause_s``; with ``hold_s`` 0 a new pause may follow at once, so the guard pauses through
+bursts instead of throttling (a restart under MPS) or evicting.
+
 After an action no other follows for ``settle_s``, and only reports whose window began after
 it count. Reports older than ``stale_s`` are ignored. How a p99 is measured is part of the
 guard too, since what it can see bounds what it can do: a report covers the requests since
@@ -50,6 +56,7 @@ class GuardSettings:
     scrape_s: float = 0.25
     min_requests: int = 20
     max_window_s: float = 5.0
+    adaptive: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:

@@ -34,7 +34,7 @@ from cotenant.policies.colocation.contract import (
 )
 from cotenant.policies.colocation.guard import GuardSettings
 from cotenant.policies.colocation.recovery import Recovery
-from cotenant.policies.colocation.share import NEVER, ShareSizing, need
+from cotenant.policies.colocation.share import NEVER, ShareSizing, need, p99_at
 
 
 class Matching(StrEnum):
@@ -142,14 +142,20 @@ class ColocationPolicy:
         share = np.where(throttle, np.maximum(share, target), share).astype(np.int64)
         why = np.where(pause, Why.PAUSE, np.where(evict, Why.EVICT,
                                                   np.where(throttle, Why.THROTTLE, why)))
-        pause_until = np.where(pause, now + g.pause_s, np.nan)
+        extend = np.zeros(len(pause), dtype=np.bool_)
+        if g.adaptive:  # a pause lasts while the co-runner would push the service over
+            i = np.flatnonzero(paused & obs.placed)
+            over = p99_at(self.mechanism, obs.model[i], obs.load[i], share[i].astype(float),
+                          obs.stretch[i]) > g.threshold * obs.slo_ms[i]
+            extend[i[over]] = True
+        pause_until = np.where(pause | extend, now + g.pause_s, np.nan)
         nxt = replace(
             state,
             floor=np.where(throttle, target, state.floor).astype(np.int64),
             floor_until=np.where(throttle, now + g.hold_s, state.floor_until),
             acted_at=np.where(risk, now, state.acted_at),
             paused_at=np.where(pause, now, state.paused_at),
-            paused_until=np.where(pause, now + g.pause_s, state.paused_until),
+            paused_until=np.where(pause | extend, now + g.pause_s, state.paused_until),
             held_until=np.where(evict, now + g.evict_hold_s, state.held_until),
         )
         return share, why, pause_until, evict, nxt

@@ -1,17 +1,16 @@
-"""Offline throughput against SLO violations: each sharing policy over its settings.
+"""Offline work against late requests: every policy over its settings, the fair comparison.
 
-A single run compares policies at whatever violation rate their defaults give: time slicing
-gets more offline work done than MuxFlow on a lightly loaded fleet, at many more missed SLOs.
-The fair question is how much offline work each policy delivers *at a given violation rate*.
-The static baselines have levers for fewer violations: share fewer GPUs (admit only services
-whose peak load, or another quantile of it, is at most ``max_peak_load``; over the whole run,
-foresight that favours them, or with ``history`` over the load seen so far), place offline
-jobs under a hard memory limit
-below the online peak (``memory_limit``: no online out-of-memory, fewer GPUs with room) and,
-for fixed-split MPS, give the online side a bigger share. :func:`frontier` runs every
-setting on one workload and seed, :func:`pareto` keeps the settings no other setting of the
-same policy beats on both axes, and :func:`best_within` answers "the most offline work a
-policy gets at no more than this violation rate".
+Policies whose defaults sit at different SLO-miss rates cannot be compared by one run each. The
+frontier runs every setting of every sharing policy on one workload and seed, with the same
+protections offered to all: a memory limit, the same compute guard (under time slicing its
+throttle is the offline job's duty cap, TGS-like; under priority it pauses or evicts) and
+admission from the load seen so far. :func:`pareto` keeps each policy's settings that no other
+of its settings beats on both axes; :func:`best_within` answers "the most offline work a
+policy gets while adding at most this many late requests to the dedicated deployment's own".
+
+The miss rate compared is per request, as *added* to the dedicated deployment's on the same
+workload: the trace's own overloads (a service busy all of a burst misses alone on its GPU)
+are the floor every policy stands on, and no sharing policy can go under it.
 """
 
 from __future__ import annotations
@@ -21,118 +20,136 @@ from dataclasses import dataclass
 
 from cotenant.errors import InputError
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy
-from cotenant.sim.colocation import run_colocation
 from cotenant.sim.colocation.records import ColocationConfig, ColocationRun
+from cotenant.sim.colocation.run import run_colocation
 from cotenant.sim.colocation.workload import ColocationWorkload
 
-DEFAULT_SHARES: tuple[int, ...] = (90, 75, 50, 25)
-DEFAULT_PEAKS: tuple[float, ...] = (
-    0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 0.92, 0.93, 0.94, 0.95, 0.96, 0.97, 1.0
-)
-"""Admission thresholds on a service's peak duty cycle. Finer above 0.9, where the busiest
-services are (24 of the GenAI trace's 106 series peak there): one step there moves a
-baseline's violations by 0.1-0.4 points, so a coarse grid would hide its best setting under
-a budget."""
+DEFAULT_SHARES: tuple[int, ...] = (25, 50, 75)
+DEFAULT_MAX_LOADS: tuple[float, ...] = (1.0, 0.8)
+"""Admission thresholds on the 99th percentile of a service's load seen so far (1: admit all)."""
+ADMISSION_QUANTILE = 0.99
+DEFAULT_WINDOWS_S: tuple[float, ...] = (60.0, 300.0, 900.0)
+"""Load windows of the dynamic share sizing (MuxFlow and ours): a longer one changes the
+share, and restarts the co-runner, less often."""
+DEFAULT_THRESHOLDS: tuple[float, ...] = (0.95, 0.8, 0.6, 0.4, 0.25)
+"""cotenant-priority's guard trigger (fraction of the SLO)."""
+GUARDS = ("muxflow", "pause", "adaptive")
+"""Every guard is offered to every baseline (memory limit on)."""
+BUDGETS_PCT: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0)
+"""Added late requests (percentage points over dedicated) the verdict compares at."""
 
 
 @dataclass(frozen=True)
 class FrontierPoint:
-    """One policy setting's totals."""
+    """One policy setting's totals (unrounded; comparisons use these)."""
 
     policy: str
     setting: str
     utilisation_pct: float
+    sm_activity_pct: float
     slo_violation_pct: float
+    added_violation_pct: float
+    gpu_minute_violation_pct: float
     offline_throughput: float
 
     @classmethod
-    def of(cls, run: ColocationRun, setting: str) -> FrontierPoint:
-        """The run's means, unrounded (comparisons between settings use these)."""
-        return cls(
-            run.policy, setting, 100.0 * float(run.utilisation.mean()),
-            100.0 * float(run.violation_rate.mean()), float(run.offline_throughput.mean()),
-        )
+    def of(cls, run: ColocationRun, setting: str, floor_pct: float) -> FrontierPoint:
+        return cls(run.policy, setting, 100.0 * float(run.utilisation.mean()),
+                   100.0 * float(run.sm_activity.mean()), run.violation_pct,
+                   run.violation_pct - floor_pct, 100.0 * float(run.minute_violation.mean()),
+                   float(run.offline_throughput.mean()))
 
 
 def settings(
-    shares: Sequence[int] = DEFAULT_SHARES, peaks: Sequence[float] = DEFAULT_PEAKS,
-    quantiles: Sequence[float] = (1.0,),
-    muxflow: ColocationPolicy | None = None,
-    history: bool = False,
+    shares: Sequence[int] = DEFAULT_SHARES, max_loads: Sequence[float] = DEFAULT_MAX_LOADS,
+    windows_s: Sequence[float] = DEFAULT_WINDOWS_S,
+    thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
 ) -> list[tuple[str, ColocationPolicy]]:
-    """Every (label, policy) the frontier runs: MuxFlow as it is (``muxflow``, default: the
-    registry's); time slicing per admitted
-    load, and fixed-split MPS per online share and admitted load, each without and with a
-    memory limit. The admitted load is a threshold on each of ``quantiles`` of the service's
-    load (1.0: its peak, labelled ``peak<=``; 0.99: ``p99<=``), over the whole run, or with
-    ``history`` over the load seen so far (labels end in `` hist``)."""
-    if not shares or not peaks or not quantiles:
-        raise InputError("frontier", "needs at least one share, peak load and quantile")
-    if muxflow is not None and muxflow.name != "muxflow":
-        raise InputError("frontier", f"muxflow= takes a MuxFlow policy, not {muxflow.name!r}")
-    out = [("default", muxflow or COLOCATION.create("muxflow"))]
-    for lim in (False, True):
-        tag = (" mem-limit" if lim else "") + (" hist" if history else "")
-        for q in quantiles:
-            stat = "peak" if q >= 1.0 else f"p{100 * q:g}"
-            out += [
-                (f"{stat}<={p:g}{tag}",
-                 COLOCATION.create("time-slicing", max_peak_load=p, memory_limit=lim,
-                                   admit_quantile=q, admit_history=history))
-                for p in peaks
-            ]
-            out += [
-                (f"share={s}% {stat}<={p:g}{tag}",
-                 COLOCATION.create("mps-fixed", share=s, max_peak_load=p, memory_limit=lim,
-                                   admit_quantile=q, admit_history=history))
-                for s in shares for p in peaks
-            ]
+    """Every (label, policy) the frontier runs (dedicated, the reference, is run apart): the
+    dynamic-share policies per load window, cotenant-priority per guard trigger, and every
+    baseline bare, with a memory limit, and with each guard, per admission threshold."""
+    if not shares or not max_loads or not windows_s or not thresholds:
+        raise InputError("frontier", "needs at least one share, admission load, window and "
+                         "threshold")
+    out: list[tuple[str, ColocationPolicy]] = []
+    for name in ("muxflow", "cotenant-pause"):
+        out += [(f"window={w:g}s", COLOCATION.create(name, load_window_s=w)) for w in windows_s]
+    out += [(f"threshold={th:g}", COLOCATION.create("cotenant-priority", threshold=th))
+            for th in thresholds]
+    variants: list[tuple[str, dict[str, object]]] = [("bare", {})]
+    for limit in max_loads:
+        adm: dict[str, object] = {"max_load": limit, "quantile": ADMISSION_QUANTILE,
+                                  "memory_limit": True}
+        tag = f" p99<={limit:g}" if limit < 1.0 else ""
+        variants.append((f"mem-limit{tag}", adm))
+        variants += [(f"mem-limit+{g} guard{tag}", {**adm, "guard": g}) for g in GUARDS]
+    for label, kw in variants:
+        out += [(f"share={s}% {label}", COLOCATION.create("mps-fixed", share=s, **kw))
+                for s in shares]
+        out.append((label, COLOCATION.create("time-slicing", **kw)))
+        out.append((label, COLOCATION.create("priority", **kw)))
     return out
 
 
 def frontier(
-    work: ColocationWorkload,
-    seed: int,
-    config: ColocationConfig | None = None,
-    shares: Sequence[int] = DEFAULT_SHARES,
-    peaks: Sequence[float] = DEFAULT_PEAKS,
+    work: ColocationWorkload, seed: int, config: ColocationConfig | None = None,
+    runs: Sequence[tuple[str, ColocationPolicy]] | None = None,
     on_run: Callable[[str, str], None] | None = None,
-    quantiles: Sequence[float] = (1.0,),
-    muxflow: ColocationPolicy | None = None,
-    history: bool = False,
-) -> list[FrontierPoint]:
-    """Run every setting of :func:`settings` on ``work`` with ``seed``."""
+) -> tuple[float, list[FrontierPoint]]:
+    """The dedicated floor (percent of requests late) and every setting's point."""
+    cfg = config or ColocationConfig()
+    if on_run is not None:
+        on_run("dedicated", "reference")
+    floor = run_colocation(work, "dedicated", seed, cfg).violation_pct
     points = []
-    for label, policy in settings(shares, peaks, quantiles, muxflow, history):
+    for label, policy in runs if runs is not None else settings():
         if on_run is not None:
             on_run(policy.name, label)
-        run = run_colocation(work, policy, seed, config or ColocationConfig())
-        points.append(FrontierPoint.of(run, label))
-    return points
+        points.append(FrontierPoint.of(run_colocation(work, policy, seed, cfg), label, floor))
+    return floor, points
 
 
 def pareto(points: Sequence[FrontierPoint]) -> list[FrontierPoint]:
-    """Per policy, the points no other point of that policy dominates (fewer or equal
-    violations and more or equal throughput, one strictly), by rising violation rate."""
+    """Per policy, the points no other point of that policy dominates (fewer or equal added
+    misses and more or equal throughput, one strictly), by rising misses."""
     keep = []
     for p in points:
         beaten = any(
             q.policy == p.policy
-            and q.slo_violation_pct <= p.slo_violation_pct
+            and q.added_violation_pct <= p.added_violation_pct
             and q.offline_throughput >= p.offline_throughput
-            and (q.slo_violation_pct, q.offline_throughput)
-            != (p.slo_violation_pct, p.offline_throughput)
+            and (q.added_violation_pct, q.offline_throughput)
+            != (p.added_violation_pct, p.offline_throughput)
             for q in points
         )
         if not beaten:
             keep.append(p)
-    return sorted(keep, key=lambda p: (p.policy, p.slo_violation_pct, p.offline_throughput))
+    return sorted(keep, key=lambda p: (p.policy, p.added_violation_pct, p.offline_throughput))
 
 
-def best_within(
-    points: Sequence[FrontierPoint], policy: str, max_violation_pct: float
-) -> FrontierPoint | None:
-    """The setting of ``policy`` with the most offline throughput among those violating the
-    SLO in at most ``max_violation_pct`` % of intervals; None when no setting does."""
-    ok = [p for p in points if p.policy == policy and p.slo_violation_pct <= max_violation_pct]
+def best_within(points: Sequence[FrontierPoint], policy: str,
+                budget_pct: float) -> FrontierPoint | None:
+    """The setting of ``policy`` with the most offline work among those adding at most
+    ``budget_pct`` points of late requests; None when none does."""
+    ok = [p for p in points if p.policy == policy and p.added_violation_pct <= budget_pct]
     return max(ok, key=lambda p: p.offline_throughput, default=None)
+
+
+def verdict(points: Sequence[FrontierPoint],
+            budgets: Sequence[float] = BUDGETS_PCT) -> list[dict[str, object]]:
+    """Per budget, each policy's best setting within it and the policy with the most work."""
+    policies = sorted({p.policy for p in points})
+    out: list[dict[str, object]] = []
+    for budget in budgets:
+        best = {name: best_within(points, name, budget) for name in policies}
+        found = {k: v for k, v in best.items() if v is not None}
+        winner = max(found.values(), key=lambda p: p.offline_throughput, default=None)
+        out.append({
+            "budget_added_pct": budget,
+            "best": {k: (None if v is None else {"setting": v.setting,
+                                                 "offline_throughput": v.offline_throughput,
+                                                 "added_violation_pct": v.added_violation_pct})
+                     for k, v in best.items()},
+            "winner": None if winner is None else winner.policy,
+        })
+    return out

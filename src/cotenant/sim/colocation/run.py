@@ -47,13 +47,14 @@ import numpy.typing as npt
 from cotenant.perf import mps
 from cotenant.perf.interference import interference
 from cotenant.perf.jobs import job_profiles
-from cotenant.perf.predictor import PairPredictor, default_predictor
+from cotenant.perf.predictor import PairPredictor, predictor_for
 from cotenant.policies.colocation import (
     COLOCATION,
     Actions,
     ColocationPolicy,
     GpuState,
     Matching,
+    Mechanism,
     Observation,
     Why,
     need,
@@ -76,6 +77,8 @@ from cotenant.sim.colocation.world import Physics, alone_rates
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+_TALLY_COLUMN = {Mechanism.TIME_SLICING: "time_slicing", Mechanism.PRIORITY: "tally"}
+"""The matching's predictor is trained on Tally's pairs under the policy's own mechanism."""
 TICK_S = 1.0
 """When an unguarded policy (no p99 reports) sees a sub-step's load: the agent's tick."""
 
@@ -164,7 +167,8 @@ def run_colocation(
                       job_profiles())
     n = work.gpus
     dt = work.interval_s / work.substeps
-    ctx = _Ctx(work, pol, physics, config, predictor or default_predictor(),
+    ctx = _Ctx(work, pol, physics, config, predictor or predictor_for(_TALLY_COLUMN.get(
+        pol.mechanism, "mps")),
                physics.predicted_stretch(n), max(1, int(np.ceil(pol.load_window_s / dt))), dt)
     rng = np.random.default_rng(seed)
     st = _new_state(ctx)
@@ -356,7 +360,7 @@ def _substep(ctx: _Ctx, st: _State, t: int, k: int, down: BoolArray, lost: BoolA
             + alone * phy.violations(w.model, load, np.ones(st.n), w.slo_ms))
     st.req += rate * dt
     st.late += rate * np.where(down, dt, late)
-    _progress(ctx, st, t0 + dt, has, prof, load, before * phy.offline_speed(
+    _progress(ctx, st, t0 + dt, has, before * phy.offline_speed(
         prof, st.share_before, load) + after * phy.offline_speed(prof, st.share, load), lost)
     u_old, s_old = phy.busy_rates(w.model, prof, load, f_old, st.share_before)
     u_new, s_new = phy.busy_rates(w.model, prof, load, f_new, st.share)
@@ -376,7 +380,7 @@ def _apply(ctx: _Ctx, st: _State, act: Actions, has: BoolArray, te: FloatArray) 
     pause = np.isfinite(act.pause_until) & has & ~act.evict
     g = ctx.policy.guard
     pause_s = g.pause_s if g is not None else 0.0
-    st.pause_from = np.where(pause, te, st.pause_from)
+    st.pause_from = np.where(pause & (st.pause_to <= te), te, st.pause_from)  # else extended
     st.pause_to = np.where(pause, te + pause_s, np.where(restart, np.minimum(st.pause_to, te),
                                                          st.pause_to))
     st.up_at = np.where(restart, te + ctx.config.share_change_s, st.up_at)
@@ -403,8 +407,8 @@ def _leave_at(ctx: _Ctx, st: _State, gpus: IntArray, when: FloatArray) -> None:
     st.core = st.core.reset(gpus, float(when.max()))
 
 
-def _progress(ctx: _Ctx, st: _State, end: float, has: BoolArray, prof: IntArray,
-              load: FloatArray, gain: FloatArray, lost: BoolArray) -> None:
+def _progress(ctx: _Ctx, st: _State, end: float, has: BoolArray, gain: FloatArray,
+              lost: BoolArray) -> None:
     """Credit the sub-step's offline work; a job whose work runs out finishes (its GPU is
     free for the next interval's placement)."""
     if ctx.work.jobs == 0:

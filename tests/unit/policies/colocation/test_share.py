@@ -1,91 +1,90 @@
-"""DynamicShare: SLO-keeping share with hysteresis, identical scalar and array paths."""
+"""Share sizing: the smallest SLO-keeping share per mechanism, hysteresis, the lookup table."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from cotenant.errors import InputError, UnknownNameError
+from cotenant.errors import InputError
 from cotenant.perf import mps
-from cotenant.policies.colocation import OnlineObservation, SharePolicy
-from cotenant.policies.colocation.share import DynamicShare, FixedShare
+from cotenant.policies.colocation import DynamicShare, FixedShare, Mechanism, need
+from cotenant.policies.colocation.share import NEVER, _bisect, p99_at
+
+RESNET = mps.model_index("resnet50")
 
 
-def _p99(model: str, load: float, share: int, policy: DynamicShare) -> float:
-    return float(
-        mps.p99_ms(
-            np.array([load]), np.array([share / 100]), mps.SERIAL_FRACTION[model],
-            mps.L100_MS[model], policy.interference,
-        )[0]
-    )
+@pytest.mark.parametrize("mechanism", [Mechanism.MPS, Mechanism.TIME_SLICING])
+def test_need_is_the_smallest_share_that_keeps_the_target(mechanism: Mechanism) -> None:
+    loads = np.array([0.02, 0.1, 0.3, 0.45])
+    model = np.full(4, RESNET)
+    target = np.full(4, 74.0)
+    got = need(mechanism, model, loads, target, np.full(4, 1.3))
+    assert got[-1] == NEVER or mechanism is Mechanism.TIME_SLICING
+    for load, share in zip(loads, got, strict=True):
+        if share == NEVER:
+            assert p99_at(mechanism, model[:1], np.array([load]), np.array([100.0]),
+                          np.array([1.3]))[0] > 74.0
+            continue
+        at = p99_at(mechanism, model[:1], np.array([load]), np.array([float(share)]),
+                    np.array([1.3]))[0]
+        assert at <= 74.0
+        if share > 0:
+            below = p99_at(mechanism, model[:1], np.array([load]),
+                           np.array([float(share - 1)]), np.array([1.3]))[0]
+            assert below > 74.0
 
 
-def test_share_keeps_the_slo_with_margin_and_is_small_at_low_load() -> None:
-    policy = DynamicShare()
-    obs = OnlineObservation("resnet50", load=0.05, slo_ms=80.0, online_share_pct=100)
-    fresh = OnlineObservation("resnet50", load=0.05, slo_ms=80.0, online_share_pct=10)
-    share = policy.online_share(fresh)
-    assert _p99("resnet50", 0.05, share, policy) <= 80.0 * (1.0 - policy.margin)
-    assert share < 60
-    # the default drops straight to the need (a change is a restart: make it count)
-    assert policy.online_share(obs) == share
-    # a capped policy lowers by at most max_drop per decision
-    assert DynamicShare(max_drop=10).online_share(obs) == 90
+def test_need_rises_with_load_and_is_never_where_a_whole_gpu_misses() -> None:
+    loads = np.linspace(0.0, 1.0, 11)
+    got = need(Mechanism.MPS, np.full(11, RESNET), loads, np.full(11, 74.0), np.full(11, 1.1))
+    assert np.all(np.diff(got) >= 0)
+    assert got[-1] == NEVER
 
 
-def test_default_lowers_only_for_a_large_move() -> None:
-    policy = DynamicShare()
-    idx = np.array([mps.model_index("resnet50")])
-    need = int(policy.needed(idx, np.array([0.05]), np.array([80.0]))[0])
-    near = OnlineObservation("resnet50", 0.05, 80.0, need + policy.step - 1)
-    far = OnlineObservation("resnet50", 0.05, 80.0, need + policy.step)
-    assert policy.online_share(near) == need + policy.step - 1
-    assert policy.online_share(far) == need
+def test_the_table_rounds_loads_up_and_agrees_with_bisection() -> None:
+    rng = np.random.default_rng(0)
+    loads = rng.random(400) * 0.8
+    models = rng.integers(0, len(mps.ONLINE_MODELS), 400)
+    target = 5 * mps.ONLINE_L100[models]
+    table = need(Mechanism.MPS, models, loads, target, np.full(400, 1.07))
+    up = np.ceil(loads * 1000 - 1e-9) / 1000  # what the table sizes for
+    exact = _bisect(Mechanism.MPS, models, up, target, np.full(400, 1.07))
+    assert np.array_equal(table, exact)
+    at_load = _bisect(Mechanism.MPS, models, loads, target, np.full(400, 1.07))
+    assert np.all(table >= at_load)  # never under-sized
 
 
-def test_raises_at_once_when_the_slo_is_at_risk() -> None:
-    policy = DynamicShare()
-    low = policy.online_share(OnlineObservation("bert", 0.02, 400.0, 20))
-    high = policy.online_share(OnlineObservation("bert", 0.4, 400.0, low))
-    need = int(policy.needed(np.array([mps.model_index("bert")]), np.array([0.4]),
-                             np.array([400.0]))[0])
-    assert high == min(need, 100) > low
+def test_priority_has_nothing_to_size() -> None:
+    got = need(Mechanism.PRIORITY, np.array([RESNET, RESNET]), np.array([0.1, 0.99]),
+               np.array([74.0, 74.0]), np.array([1.03, 1.03]))
+    assert list(got) == [0, NEVER]
 
 
-def test_hysteresis_keeps_the_share_for_small_moves() -> None:
-    policy = DynamicShare(step=5)
-    idx = np.array([mps.model_index("vgg16")])
-    need = int(policy.needed(idx, np.array([0.1]), np.array([120.0]))[0])
-    kept = policy.online_share(OnlineObservation("vgg16", 0.1, 120.0, need + 4))
-    assert kept == need + 4
+def test_dynamic_share_raises_at_once_and_lowers_only_for_a_large_move() -> None:
+    share = DynamicShare(step=30, min_share=10)
+    assert list(share.hold(np.array([80]), np.array([50]))) == [80]  # raised at once
+    assert list(share.hold(np.array([30]), np.array([50]))) == [50]  # 20 points: kept
+    assert list(share.hold(np.array([15]), np.array([50]))) == [15]  # 35 points: lowered
+    assert list(share.hold(np.array([40]), np.array([-1]))) == [40]  # a new pair: its need
 
 
-def test_array_path_equals_scalar_path() -> None:
-    policy = DynamicShare()
-    rng = np.random.default_rng(1)
-    models = rng.integers(0, len(mps.ONLINE_MODELS), 50)
-    loads = rng.uniform(0, 0.6, 50)
-    slo = mps.ONLINE_L100[models] * 4
-    current = rng.integers(1, 101, 50)
-    arr = policy.shares(models, loads, slo, current)
-    for i in range(50):
-        obs = OnlineObservation(mps.ONLINE_MODELS[models[i]], float(loads[i]), float(slo[i]),
-                                int(current[i]))
-        assert policy.online_share(obs) == arr[i]
-    assert np.all((arr >= 1) & (arr <= 100))
+def test_dynamic_share_keeps_its_margin_and_floor() -> None:
+    sizing = DynamicShare(margin=0.2, min_share=10)
+    got = sizing.needed(Mechanism.MPS, np.array([RESNET]), np.array([0.3]), np.array([74.0]),
+                        np.array([1.0]))
+    assert got[0] == need(Mechanism.MPS, np.array([RESNET]), np.array([0.3]),
+                          np.array([74.0 * 0.8]), np.array([1.0]))[0]
+    low = sizing.needed(Mechanism.MPS, np.array([RESNET]), np.array([0.0]), np.array([740.0]),
+                        np.array([1.0]))
+    assert low[0] == 10
 
 
-def test_bad_settings_and_unknown_model_are_one_line_errors() -> None:
+def test_fixed_share_is_constant() -> None:
+    fixed = FixedShare(70)
+    assert list(fixed.hold(np.array([10, 99]), np.array([-1, 40]))) == [70, 70]
+
+
+@pytest.mark.parametrize("bad", [{"margin": 1.0}, {"step": 0}, {"min_share": 101}])
+def test_bad_settings_are_one_line_errors(bad: dict[str, float]) -> None:
     with pytest.raises(InputError):
-        DynamicShare(margin=1.5)
-    with pytest.raises(InputError):
-        FixedShare(0)
-    with pytest.raises(UnknownNameError):
-        DynamicShare().online_share(OnlineObservation("nope", 0.1, 10.0))
-    assert FixedShare(60).online_share(OnlineObservation("bert", 0.1, 10.0)) == 60
-
-
-def test_both_policies_satisfy_the_share_policy_protocol() -> None:
-    policies: list[SharePolicy] = [DynamicShare(), FixedShare(40)]
-    obs = OnlineObservation("resnet50", 0.1, 100.0, 50)
-    assert all(1 <= p.online_share(obs) <= 100 for p in policies)
+        DynamicShare(**bad)  # type: ignore[arg-type]

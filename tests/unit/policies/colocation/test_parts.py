@@ -1,0 +1,109 @@
+"""The core's small parts: recovery, admission, the guard's report window, the registry."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from cotenant.errors import InputError, UnknownNameError
+from cotenant.policies.colocation import (
+    COLOCATION,
+    Admission,
+    Fault,
+    GuardSettings,
+    Mechanism,
+    Next,
+    Recovery,
+    report_window_s,
+)
+
+
+def test_backoff_grows_exponentially_and_is_capped() -> None:
+    rec = Recovery(backoff_base_s=10.0, backoff_factor=2.0, backoff_cap_s=60.0)
+    assert list(rec.delay_s(np.array([1, 2, 3, 4, 50]))) == [10.0, 20.0, 40.0, 60.0, 60.0]
+    assert list(Recovery().delay_s(np.array([1, 5]))) == [0.0, 0.0]
+
+
+def test_only_a_workloads_own_crash_counts_and_an_online_service_is_never_given_up() -> None:
+    rec = Recovery(backoff_base_s=1.0, max_restarts=2)
+    assert rec.respond(Fault.NOT_ITS_OWN, online=True, failures=99) == rec.respond(
+        Fault.NOT_ITS_OWN, online=False, failures=0)
+    assert rec.respond(Fault.NOT_ITS_OWN, online=True, failures=99).counts is False
+    first = rec.respond(Fault.CRASH, online=True, failures=0)
+    assert first.next is Next.RESTART
+    assert first.delay_s == 0.0
+    assert first.counts
+    late = rec.respond(Fault.CRASH, online=True, failures=40)
+    assert late.next is Next.RESTART
+    assert late.delay_s == rec.backoff_cap_s
+    assert rec.respond(Fault.CRASH, online=False, failures=2).next is Next.GIVE_UP
+    assert rec.respond(Fault.CRASH, online=False, failures=1).delay_s == 2.0
+
+
+def test_signals_end_an_offline_job_gracefully_only_where_handled() -> None:
+    assert Recovery(graceful_signals=True).respond(Fault.SIGNAL, False, 0).next is Next.STOP
+    killed = Recovery().respond(Fault.SIGNAL, False, 0)
+    assert killed.next is Next.RESTART
+    assert killed.loses_progress
+    assert Recovery().respond(Fault.NONE, False, 3).next is Next.DONE
+
+
+def test_the_budget_recovers_after_a_stable_run() -> None:
+    rec = Recovery(stable_s=600.0)
+    assert rec.failures_after(5, 599.0) == 5
+    assert rec.failures_after(5, 600.0) == 0
+
+
+def test_admission_from_history() -> None:
+    assert Admission().admits_all
+    assert Admission().admitted(np.array([0.99]), 0.0).all()
+    adm = Admission(max_load=0.5, warmup_s=3600.0)
+    assert not adm.admitted(np.array([0.1]), 100.0).any()  # no history yet
+    assert list(adm.admitted(np.array([0.1, 0.6]), 3600.0)) == [True, False]
+    with pytest.raises(InputError):
+        Admission(max_load=1.5)
+
+
+def test_a_report_window_holds_enough_requests_or_none() -> None:
+    g = GuardSettings(scrape_s=0.25, min_requests=20, max_window_s=5.0)
+    got = report_window_s(g, np.array([1000.0, 40.0, 5.0, 3.0, 0.0]))
+    assert list(got[:3]) == [0.25, 0.5, 4.0]
+    assert math.isinf(got[3])
+    assert math.isinf(got[4])
+
+
+@pytest.mark.parametrize("bad", [{"threshold": 0.0}, {"scrape_s": 0.0}, {"min_requests": 0},
+                                 {"pause_s": -1.0}, {"evict_above": 0}])
+def test_bad_guard_settings_are_one_line_errors(bad: dict[str, float]) -> None:
+    with pytest.raises(InputError):
+        GuardSettings(**bad)  # type: ignore[arg-type]
+
+
+def test_every_policy_is_registered_with_its_mechanism() -> None:
+    mech = {n: COLOCATION.create(n).mechanism for n in COLOCATION.names()}
+    assert mech == {"dedicated": Mechanism.NONE, "mps-fixed": Mechanism.MPS,
+                    "time-slicing": Mechanism.TIME_SLICING, "priority": Mechanism.PRIORITY,
+                    "muxflow": Mechanism.MPS, "cotenant-pause": Mechanism.MPS,
+                    "cotenant-priority": Mechanism.PRIORITY}
+    assert COLOCATION.canonical("ts") == "time-slicing"
+    assert COLOCATION.canonical("tally") == "priority"
+
+
+def test_every_baseline_takes_the_same_protections_as_muxflow() -> None:
+    mux = COLOCATION.create("muxflow")
+    for name in ("mps-fixed", "time-slicing", "priority"):
+        same = COLOCATION.create(name, guard=mux.guard, memory_limit=True)
+        assert same.guard == mux.guard
+        assert same.memory_limit
+    assert COLOCATION.create("mps-fixed", guard="adaptive").guard.adaptive  # type: ignore[union-attr]
+    with pytest.raises(UnknownNameError):
+        COLOCATION.create("mps-fixed", guard="bogus")
+
+
+def test_cotenant_priority_takes_its_guard_threshold() -> None:
+    pol = COLOCATION.create("cotenant-priority", threshold=0.5)
+    assert pol.guard is not None
+    assert pol.guard.threshold == 0.5
+    assert pol.guard.adaptive
