@@ -95,7 +95,7 @@ class _State:
     pause_to: FloatArray
     quarantine_until: FloatArray
     core: GpuState
-    hist: FloatArray  # (n, window) the last sub-steps' loads
+    hist: FloatArray  # (series, window) the last sub-steps' loads of each load series
     remaining: FloatArray
     ready: IntArray
     failures: IntArray
@@ -194,13 +194,24 @@ def _new_state(ctx: _Ctx) -> _State:
         share=np.full(n, _start_share(ctx.policy), dtype=np.int64),
         up_at=never.copy(), pause_from=never.copy(), pause_to=never.copy(),
         quarantine_until=never.copy(), core=GpuState.new(n, 0.0),
-        hist=np.zeros((n, ctx.window)), remaining=w.job_work_s.copy(),
+        hist=np.zeros((w.load.shape[0], ctx.window)), remaining=w.job_work_s.copy(),
         ready=w.job_arrival.copy(), failures=np.zeros(w.jobs, dtype=np.int64),
         finish_s=np.full(w.jobs, np.nan), queue=JobQueue(w.job_memory_mib, w.job_arrival.copy()),
         seen_mem=w.online_memory_at(0), req=np.zeros(n), late=np.zeros(n), util=np.zeros(n),
         sm=np.zeros(n), gain=np.zeros(n), done=np.zeros(n, dtype=np.bool_),
         co=np.zeros(n, dtype=np.bool_),
     )
+
+
+def _seen_peak(ctx: _Ctx, st: _State) -> FloatArray:
+    """Each GPU's peak load over the last window of sub-steps (kept per load series)."""
+    return np.asarray(st.hist.max(axis=1)[ctx.work.series], dtype=np.float64)
+
+
+def _series_load(w: ColocationWorkload, t: int, k: int) -> FloatArray:
+    if w.fine is None:
+        return np.asarray(w.load[:, t], dtype=np.float64)
+    return np.asarray(w.fine[:, t, k], dtype=np.float64)
 
 
 def _leave(ctx: _Ctx, st: _State, gpus: IntArray, now: float, requeue: bool, t: int) -> None:
@@ -261,7 +272,7 @@ def _place(ctx: _Ctx, st: _State, t: int) -> None:
         free &= _admitted(ctx, t)
     gpus = np.flatnonzero(free)
     if pol.guard is not None and len(gpus):  # not where the guard would evict at once
-        peak = st.hist[gpus].max(axis=1)
+        peak = _seen_peak(ctx, st)[gpus]
         at_once = need(pol.mechanism, w.model[gpus], peak,
                        pol.guard.threshold * w.slo_ms[gpus], ctx.predicted[gpus])
         gpus = gpus[at_once <= pol.guard.evict_above]
@@ -286,7 +297,7 @@ def _weights(ctx: _Ctx, st: _State) -> Callable[[IntArray, IntArray], FloatArray
     seeded noise (random pairing among those that fit)."""
     m = ctx.policy.matching
     if m is Matching.MAX_WEIGHT:
-        load = st.hist.max(axis=1)
+        load = _seen_peak(ctx, st)
         return partial(pair_weights, ctx.work, load, predictor=ctx.predictor)
     if m is Matching.RANDOM:
         rng = np.random.default_rng(st.step)
@@ -341,11 +352,13 @@ def _substep(ctx: _Ctx, st: _State, t: int, k: int, down: BoolArray, lost: BoolA
     true = phy.stretch(prof)
     f_old = phy.batch_factor(w.model, st.share, true)
     with_co = _active(has, st.up_at, st.pause_from, st.pause_to, t0, now) > 0.5 * off
-    p99 = np.where(seen, phy.p99(w.model, load, np.where(with_co, f_old, 1.0)), np.nan)
+    p99 = np.full(st.n, np.nan)
+    i = np.flatnonzero(seen)
+    p99[i] = phy.p99(w.model[i], load[i], np.where(with_co[i], f_old[i], 1.0))
     paused_now = (st.pause_from <= now) & (now < st.pause_to)
     obs = Observation(
         now_s=now, model=w.model, slo_ms=w.slo_ms, load=load,
-        load_peak=np.maximum(st.hist.max(axis=1), load), p99_ms=p99,
+        load_peak=np.maximum(_seen_peak(ctx, st), load), p99_ms=p99,
         p99_since_s=np.full(st.n, t0), p99_at_s=now, placed=has,
         running=has & (st.up_at <= now) & ~paused_now, share=st.share, stretch=ctx.predicted)
     act, st.core = pol.decide(obs, st.core)
@@ -353,22 +366,51 @@ def _substep(ctx: _Ctx, st: _State, t: int, k: int, down: BoolArray, lost: BoolA
     _apply(ctx, st, act, has, te)
     before = _active(has, st.up_at_before, st.pause_from_before, st.pause_to_before, t0, te)
     after = _active(st.job_on >= 0, st.up_at, st.pause_from, st.pause_to, te, t0 + dt)
-    f_new = phy.batch_factor(w.model, st.share, true)
+    _account(ctx, st, t0 + dt, load, rate, has, prof, true, f_old, before, after, down, lost)
+    st.hist[:, st.step % ctx.window] = _series_load(w, t, k)
+    st.step += 1
+
+
+def _account(ctx: _Ctx, st: _State, end: float, load: FloatArray, rate: FloatArray,
+             has: BoolArray, prof: IntArray, true: FloatArray, f_old: FloatArray,
+             before: FloatArray, after: FloatArray, down: BoolArray, lost: BoolArray) -> None:
+    """Late requests, offline work, utilisation and SM activity of the sub-step: ``before``
+    seconds with the co-runner in the old state, ``after`` in the new one, the rest alone. The
+    new state is evaluated only on the GPUs whose share moved."""
+    w, phy, dt = ctx.work, ctx.physics, ctx.dt
+    moved = np.flatnonzero(st.share != st.share_before)
+
+    def both(fn: Callable[..., FloatArray], old_share: IntArray, *args: FloatArray,
+             ) -> tuple[FloatArray, FloatArray]:
+        old = fn(old_share, *args)
+        new = old.copy()
+        if len(moved):
+            new[moved] = fn(st.share[moved], *(a[moved] for a in args))
+        return old, new
+
+    f_new = f_old.copy()
+    f_new[moved] = phy.batch_factor(w.model[moved], st.share[moved], true[moved])
+    v_old = phy.violations(w.model, load, f_old, w.slo_ms)
+    v_new = v_old.copy()
+    v_new[moved] = phy.violations(w.model[moved], load[moved], f_new[moved], w.slo_ms[moved])
     alone = dt - before - after
-    late = (before * phy.violations(w.model, load, f_old, w.slo_ms)
-            + after * phy.violations(w.model, load, f_new, w.slo_ms)
-            + alone * phy.violations(w.model, load, np.ones(st.n), w.slo_ms))
+    lone = np.flatnonzero(alone > 0.0)
+    v_one = np.zeros(st.n)
+    v_one[lone] = phy.violations(w.model[lone], load[lone], np.ones(len(lone)), w.slo_ms[lone])
+    late = before * v_old + after * v_new + alone * v_one
     st.req += rate * dt
     st.late += rate * np.where(down, dt, late)
-    _progress(ctx, st, t0 + dt, has, before * phy.offline_speed(
-        prof, st.share_before, load) + after * phy.offline_speed(prof, st.share, load), lost)
-    u_old, s_old = phy.busy_rates(w.model, prof, load, f_old, st.share_before)
-    u_new, s_new = phy.busy_rates(w.model, prof, load, f_new, st.share)
-    u_one, s_one = alone_rates(w.model, load)
+    s_old, s_new = both(lambda sh, p, ld: phy.offline_speed(p.astype(np.int64), sh, ld),
+                        st.share_before, prof.astype(np.float64), load)
+    _progress(ctx, st, end, has, before * s_old + after * s_new, lost)
+    u_old, b_old = phy.busy_rates(w.model, prof, load, f_old, st.share_before)
+    u_new, b_new = u_old.copy(), b_old.copy()
+    if len(moved):
+        u_new[moved], b_new[moved] = phy.busy_rates(w.model[moved], prof[moved], load[moved],
+                                                    f_new[moved], st.share[moved])
+    u_one, b_one = alone_rates(w.model, load)
     st.util += np.where(down, 0.0, before * u_old + after * u_new + alone * u_one)
-    st.sm += np.where(down, 0.0, before * s_old + after * s_new + alone * s_one)
-    st.hist[:, st.step % ctx.window] = load
-    st.step += 1
+    st.sm += np.where(down, 0.0, before * b_old + after * b_new + alone * b_one)
 
 
 def _apply(ctx: _Ctx, st: _State, act: Actions, has: BoolArray, te: FloatArray) -> None:
