@@ -31,7 +31,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 
 from cotenant.policies.colocation import COLOCATION, Matching
 from cotenant.sim.colocation.frontier import frontier, settings, verdict
@@ -88,7 +87,7 @@ def scaled(seed: int) -> dict[str, object]:
 
 def reaction(seed: int) -> list[dict[str, object]]:
     s = real_scenario(seed, hours=6.0)
-    work, out = _work(s), []
+    work, out = _work(s), list[dict[str, object]]()
     floor = run_colocation(work, "dedicated", seed, s.config()).violation_pct
     for name in ("muxflow", "cotenant-priority"):
         for r in (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.5, 3.0):
@@ -101,7 +100,7 @@ def reaction(seed: int) -> list[dict[str, object]]:
 
 def sensitivity(seed: int) -> list[dict[str, object]]:
     s = real_scenario(seed, hours=6.0)
-    work, out = _work(s), []
+    work, out = _work(s), list[dict[str, object]]()
     for source in ("tally", "h200"):
         for stat in ("mean", "min", "max"):
             cfg = ColocationConfig(calibration=source, statistic=stat)
@@ -112,7 +111,7 @@ def sensitivity(seed: int) -> list[dict[str, object]]:
 
 
 def slo(seed: int) -> list[dict[str, object]]:
-    out = []
+    out: list[dict[str, object]] = []
     for multiple in (3.0, 5.0, 10.0):
         s = real_scenario(seed, hours=6.0)
         s = replace(s, workload=replace(s.workload, slo_multiple=multiple))
@@ -123,7 +122,7 @@ def slo(seed: int) -> list[dict[str, object]]:
 
 def matching(seed: int) -> list[dict[str, object]]:
     s = real_scenario(seed)
-    work, out = _work(s), []
+    work, out = _work(s), list[dict[str, object]]()
     floor = run_colocation(work, "dedicated", seed, s.config()).violation_pct
     for name in ("muxflow", "cotenant-priority"):
         for m in Matching:
