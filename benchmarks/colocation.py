@@ -31,7 +31,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-
 from cotenant.policies.colocation import COLOCATION, Matching
 from cotenant.sim.colocation.frontier import frontier, settings, verdict
 from cotenant.sim.colocation.inputs import workload_of
