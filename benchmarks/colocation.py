@@ -13,6 +13,7 @@ Every part builds a :class:`ColocationScenario`, as ``simulate colocation --conf
 * ``sensitivity``: the best setting of each policy per budget, per calibration source and
   statistic, on a 6-hour slice of the real run.
 * ``slo``: the same at SLO multiples 3, 5 and 10.
+* ``bursts``: the same with flat minutes, the duty cycles' burst fit and the requests' fit.
 * ``matching``: MuxFlow and cotenant-priority with max-weight, greedy and random pairing.
 * ``scale``: 20,000 synthetic online GPUs x 24 h (six sub-steps a minute), wall time.
 
@@ -109,6 +110,17 @@ def sensitivity(seed: int) -> list[dict[str, object]]:
     return out
 
 
+def bursts(seed: int) -> list[dict[str, object]]:
+    """Flat minutes, the duty cycles' fit (default) and the request series' (burstier)."""
+    out: list[dict[str, object]] = []
+    for alpha in (float("inf"), 1.29, 0.677):
+        s = real_scenario(seed, hours=6.0)
+        s = replace(s, workload=replace(s.workload, burst_alpha=alpha))
+        floor, points = frontier(_work(s), seed, s.config())
+        out.append({"burst_alpha": alpha, "floor": floor, "verdict": verdict(points)})
+    return out
+
+
 def slo(seed: int) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
     for multiple in (3.0, 5.0, 10.0):
@@ -152,7 +164,8 @@ def scale(seed: int, gpus: int, hours: float) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", required=True, choices=(
-        "frontier", "scaled", "reaction", "sensitivity", "slo", "matching", "scale"))
+        "frontier", "scaled", "reaction", "sensitivity", "slo", "bursts", "matching",
+        "scale"))
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--load-scale", type=float, default=1.0)
     parser.add_argument("--gpus", type=int, default=20_000)
@@ -169,7 +182,7 @@ def main() -> None:
         result = scale(args.seed, args.gpus, args.hours)
     else:
         result = {"reaction": reaction, "sensitivity": sensitivity, "slo": slo,
-                  "matching": matching}[args.only](args.seed)
+                  "bursts": bursts, "matching": matching}[args.only](args.seed)
     text = json.dumps({"started": started, "machine": f"{platform.machine()}, "
                        f"{os.cpu_count()} CPUs, Python {platform.python_version()}",
                        "runs": len(settings()) + 1 if args.only == "frontier" else None,

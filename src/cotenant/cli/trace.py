@@ -14,8 +14,10 @@ import typer
 from cotenant.cli.checks import file_option, finite
 from cotenant.errors import InputError
 from cotenant.model.cluster import Cluster
+from cotenant.traces.bursts import fit_alpha
 from cotenant.traces.genai import fit_genai, load_duty_cycles
 from cotenant.traces.openb import load_nodes, load_pods
+from cotenant.traces.requests import load_requests
 from cotenant.traces.source import unplaceable_note
 from cotenant.traces.synthetic import fit_openb
 
@@ -120,3 +122,35 @@ def genai(
         typer.echo(f"memory: {report.memory_summary(memory.name)}")
     if out is not None:
         typer.echo(f"wrote {out}")
+
+
+@app.command()
+def bursts(
+    path: Annotated[Path, typer.Argument(help="GenAI duty-cycle trace (.tar.gz or .csv)")],
+    requests: Annotated[Path | None, typer.Option(
+        help="GenAI request series (qps.tar.gz): fit it too, as a check")] = None,
+    substeps: Annotated[int, typer.Option(min=2, max=60, help="sub-steps per minute")] = 6,
+    json_out: Annotated[bool, typer.Option("--json", help="print JSON on stdout")] = False,
+) -> None:
+    """Fit the burst model (load inside the minute) to the duty cycles, and to the requests."""
+    series, _ = load_duty_cycles(path)
+    fits = {"duty cycles": fit_alpha(series.values, substeps)}
+    notes = []
+    if requests is not None:
+        req = load_requests(requests)
+        fits["requests"] = fit_alpha(req.values, substeps)
+        notes.append(f"requests: {req.rows} rows, {len(req.names)} containers on a "
+                     f"{req.interval_s:g} s grid, {req.zero_slots} slots without a request, "
+                     f"rejected {req.rejected or 'none'}")
+    rows = {k: {"alpha": round(a, 3), "variance_time_slope": round(b, 3),
+                "hurst": round(1 + b / 2, 3), "cv2_one_interval": round(c, 3)}
+            for k, (a, b, c) in fits.items()}
+    if json_out:
+        typer.echo(json.dumps({"substeps": substeps, "fits": rows, "notes": notes}, indent=2))
+        return
+    for name, r in rows.items():
+        typer.echo(f"{name}: alpha {r['alpha']} at {substeps} sub-steps (slope "
+                   f"{r['variance_time_slope']}, Hurst {r['hurst']}, CV2 "
+                   f"{r['cv2_one_interval']})")
+    for note in notes:
+        typer.echo(note)

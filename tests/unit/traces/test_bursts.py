@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from cotenant.errors import InputError
 from cotenant.traces.bursts import DEFAULT_ALPHA, fit_alpha, sub_steps, variance_time
+from cotenant.traces.genai import load_duty_cycles
 
 
 def test_sub_steps_keep_each_intervals_mean_and_stay_under_one() -> None:
@@ -56,3 +58,15 @@ def test_bad_settings_are_one_line_errors() -> None:
         sub_steps(np.zeros((1, 1)), 6, 0.0, np.random.default_rng(0))
     with pytest.raises(InputError):
         variance_time(np.zeros((2, 3)))
+
+
+@pytest.mark.shared_data
+def test_the_default_alpha_is_the_fit_on_the_genai_duty_cycles() -> None:
+    path = (Path(__file__).resolve().parents[3].parent / "shared" / "data"
+            / "alibaba-genai-v2026" / "pod_gpu_duty_cycle_anon.tar.gz")
+    if not path.exists():
+        pytest.skip("../shared/data/alibaba-genai-v2026 is absent")
+    series, _ = load_duty_cycles(path)
+    alpha, beta, _ = fit_alpha(series.values, 6)
+    assert round(alpha, 2) == DEFAULT_ALPHA
+    assert beta == pytest.approx(-0.33, abs=0.005)
