@@ -71,7 +71,7 @@ def load_requests(path: Path, interval_s: float | None = None) -> RequestSeries:
         raise InputError(f"{path}:interval", f"{step:g} s must be a finite number > 0")
     t0 = min(min(t) for t in times.values())
     t1 = max(max(t) for t in times.values())
-    slots = int(round((t1 - t0) / step)) + 1
+    slots = round((t1 - t0) / step) + 1
     if slots > MAX_SLOTS:
         raise InputError(str(path), f"spans {slots} slots of {step:g} s; at most {MAX_SLOTS}")
     names = tuple(sorted(times))

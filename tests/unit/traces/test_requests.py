@@ -22,9 +22,11 @@ def test_rows_land_on_the_grid_and_missing_slots_are_zero(tmp_path: Path) -> Non
     path = _write(tmp_path, "0,0.09,a,G\n57,0.18,a,G\n171,0.09,a,G\n57,0.09,b,G\n"
                             "114,0.5,,API Requests\n")
     got = load_requests(path)
-    assert got.names == ("a", "b") and got.interval_s == 57.0
+    assert got.names == ("a", "b")
+    assert got.interval_s == 57.0
     assert got.values.tolist() == [[0.09, 0.18, 0.0, 0.09], [0.0, 0.09, 0.0, 0.0]]
-    assert got.zero_slots == 4 and got.rows == 4
+    assert got.zero_slots == 4
+    assert got.rows == 4
     assert got.rejected == {"row without a container id": 1}
 
 
