@@ -146,6 +146,8 @@ class _Ctx:
     predicted: FloatArray
     window: int
     dt: float
+    admitted: npt.NDArray[np.bool_] | None
+    """(series, interval): admission from the load before each interval; None: admit all."""
 
 
 def _start_share(policy: ColocationPolicy) -> int:
@@ -169,7 +171,8 @@ def run_colocation(
     dt = work.interval_s / work.substeps
     ctx = _Ctx(work, pol, physics, config, predictor or predictor_for(_TALLY_COLUMN.get(
         pol.mechanism, "mps")),
-               physics.predicted_stretch(n), max(1, int(np.ceil(pol.load_window_s / dt))), dt)
+               physics.predicted_stretch(n), max(1, int(np.ceil(pol.load_window_s / dt))), dt,
+               _admission(work, pol))
     rng = np.random.default_rng(seed)
     st = _new_state(ctx)
     out = _Series(work.intervals)
@@ -242,23 +245,17 @@ def _admit(ctx: _Ctx, st: _State, t: int) -> None:
 
 
 def _admitted(ctx: _Ctx, t: int) -> BoolArray:
-    w, adm = ctx.work, ctx.policy.admission
+    if ctx.admitted is None:
+        return np.ones(ctx.work.gpus, dtype=np.bool_)
+    return np.asarray(ctx.admitted[ctx.work.series, t], dtype=np.bool_)
+
+
+def _admission(w: ColocationWorkload, pol: ColocationPolicy) -> npt.NDArray[np.bool_] | None:
+    adm = pol.admission
+    if adm.admits_all or not pol.shares_gpus:
+        return None
     warm = max(1, int(np.ceil(adm.warmup_s / w.interval_s)))
-    table = _admission_table(w, adm.quantile, adm.max_load, warm)
-    return np.asarray(table[w.series, t], dtype=np.bool_)
-
-
-_ADMISSION_CACHE: dict[tuple[int, float, float, int], npt.NDArray[np.bool_]] = {}
-
-
-def _admission_table(w: ColocationWorkload, q: float, limit: float,
-                     warm: int) -> npt.NDArray[np.bool_]:
-    key = (id(w), q, limit, warm)
-    if key not in _ADMISSION_CACHE:
-        if len(_ADMISSION_CACHE) > 64:
-            _ADMISSION_CACHE.clear()
-        _ADMISSION_CACHE[key] = w.admitted_from_history(q, limit, warm)
-    return _ADMISSION_CACHE[key]
+    return w.admitted_from_history(adm.quantile, adm.max_load, warm)
 
 
 def _place(ctx: _Ctx, st: _State, t: int) -> None:
@@ -409,8 +406,12 @@ def _account(ctx: _Ctx, st: _State, end: float, load: FloatArray, rate: FloatArr
         u_new[moved], b_new[moved] = phy.busy_rates(w.model[moved], prof[moved], load[moved],
                                                     f_new[moved], st.share[moved])
     u_one, b_one = alone_rates(w.model, load)
-    st.util += np.where(down, 0.0, before * u_old + after * u_new + alone * u_one)
-    st.sm += np.where(down, 0.0, before * b_old + after * b_new + alone * b_one)
+    # a service that is down runs no kernel; its co-runner's kernels still count
+    off_u, off_s = phy.offline_rates(prof, st.share)
+    st.util += np.where(down, (before + after) * off_u,
+                        before * u_old + after * u_new + alone * u_one)
+    st.sm += np.where(down, (before + after) * off_s,
+                      before * b_old + after * b_new + alone * b_one)
 
 
 def _apply(ctx: _Ctx, st: _State, act: Actions, has: BoolArray, te: FloatArray) -> None:

@@ -105,6 +105,17 @@ class Physics:
                 np.asarray(np.minimum(sm, 1.0), dtype=np.float64))
 
 
+    def offline_rates(self, profile: IntArray, share: IntArray) -> tuple[FloatArray, FloatArray]:
+        """Utilisation and SM activity per second of a co-runner whose service is down."""
+        off = np.asarray(self.jobs.gpu_util[profile], dtype=np.float64)
+        occ = self.jobs.occupancy[profile]
+        if self.mechanism is Mechanism.MPS:
+            occ = np.minimum(occ, 1.0 - share / 100.0)
+        elif self.mechanism is Mechanism.TIME_SLICING:
+            off = off * (1.0 - share / 100.0)
+        return off, np.asarray(off * occ, dtype=np.float64)
+
+
 def alone_rates(model: IntArray, load: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Utilisation and SM activity per second of an online service alone on its GPU."""
     on = np.minimum(1.0, np.asarray(load, dtype=np.float64))
