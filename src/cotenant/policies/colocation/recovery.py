@@ -55,6 +55,8 @@ class Response:
     counts: bool = False
     """The exit counts against the restart budget."""
     loses_progress: bool = False
+    quarantine_s: float = 0.0
+    """The GPU takes no offline work for this long (an XID in the offline job's context)."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,8 @@ class Recovery:
         if fault is Fault.SIGNAL and not online and self.graceful_signals:
             return Response(Next.STOP)
         if fault is Fault.XID and not online:
-            return Response(Next.RESTART, self.quarantine_s, counts=True, loses_progress=True)
+            return Response(Next.RESTART, self.quarantine_s, counts=True, loses_progress=True,
+                            quarantine_s=self.quarantine_s)
         n = failures + 1
         if online:
             delay = 0.0 if n == 1 else float(self.delay_s(min(n - 1, 60)))
