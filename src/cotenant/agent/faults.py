@@ -14,13 +14,14 @@ from __future__ import annotations
 import enum
 import signal
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from cotenant.agent.backends.base import ProcessStatus, ProcState, XidEvent
+from cotenant.policies.colocation.recovery import Fault
 
 XID_WINDOW_S = 10.0
 _ASKED = {signal.SIGTERM, signal.SIGKILL}  # what the agent sends to stop a workload
 _ASKED_CODES = {0, 128 + signal.SIGTERM, 128 + signal.SIGKILL}  # clean, or a shell's code
+_FROM_OUTSIDE = {signal.SIGINT, signal.SIGTERM}  # a preemption, an operator's Ctrl-C
 
 
 class FaultClass(enum.Enum):
@@ -85,13 +86,22 @@ def asked_for(status: ProcessStatus, fault: FaultClass) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class Backoff:
-    """Delay before restart ``n`` (1-based): ``min(cap_s, base_s * factor ** (n - 1))``."""
+_RECOVERY = {
+    FaultClass.NONE: Fault.NONE,
+    FaultClass.OOM: Fault.CRASH,
+    FaultClass.CUDA: Fault.CRASH,
+    FaultClass.CRASH: Fault.CRASH,
+    FaultClass.MPS: Fault.NOT_ITS_OWN,
+    FaultClass.LOST: Fault.NOT_ITS_OWN,
+    FaultClass.XID: Fault.XID,
+}
 
-    base_s: float = 1.0
-    factor: float = 2.0
-    cap_s: float = 300.0
 
-    def delay(self, n: int) -> float:
-        return min(self.cap_s, self.base_s * self.factor ** max(0, n - 1))
+def recovery_fault(fault: FaultClass, signum: int = 0) -> Fault:
+    """``fault`` as :class:`~cotenant.policies.colocation.Recovery` sees it: a workload's own
+    error is a crash, a dead MPS server or a lost exit status is not its own; a signal is a
+    request from outside only for SIGINT and SIGTERM (``signum``), any other (SIGSEGV, a
+    SIGKILL from the kernel's OOM killer) ends it like a crash."""
+    if fault is FaultClass.SIGNAL:
+        return Fault.SIGNAL if signum in _FROM_OUTSIDE else Fault.CRASH
+    return _RECOVERY[fault]

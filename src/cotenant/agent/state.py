@@ -2,10 +2,11 @@
 agent itself dies.
 
 ``workloads`` holds one row per workload: its spec (JSON), status, pid, restarts, when it may
-start next, the SM share it should get and the share its running client got. ``events`` is an
-append-only log (start, exit with fault class, restart, adopted, lost, MPS failure, NVML
-error), the source of the per-workload fault counts in the metrics. A workload row is never
-deleted: stopping one only changes its status.
+start next, the SM share it should get and the share its running client got, and the faults
+that count against its restart budget (:class:`~cotenant.policies.colocation.Recovery`).
+``events`` is an append-only log (start, exit with fault class, restart, adopted, lost, MPS
+failure, NVML error), the source of the per-workload fault counts in the metrics. A workload
+row is never deleted: stopping one only changes its status.
 
 The store is shared by the reconcile loop and the API's threads, so the connection is opened
 with ``check_same_thread=False`` and every call holds one lock.
@@ -29,7 +30,7 @@ CREATE TABLE IF NOT EXISTS workloads (
     name TEXT PRIMARY KEY, spec TEXT NOT NULL, status TEXT NOT NULL, pid INTEGER,
     restarts INTEGER NOT NULL DEFAULT 0, next_start REAL NOT NULL DEFAULT 0,
     share_pct INTEGER, applied_pct INTEGER, since REAL NOT NULL DEFAULT 0,
-    last_exit TEXT NOT NULL DEFAULT ''
+    last_exit TEXT NOT NULL DEFAULT '', failures INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, workload TEXT NOT NULL,
@@ -84,12 +85,16 @@ class WorkloadRecord:
     applied_pct: int | None = None
     since: float = 0.0
     last_exit: str = ""
+    failures: int = 0
+    """Its own faults since its last stable run: what its restart budget counts (``restarts``
+    counts every restart after a fault, those that were not its fault too)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             **self.spec.to_dict(), "status": self.status.value, "pid": self.pid,
             "restarts": self.restarts, "share_pct": self.share_pct,
             "applied_pct": self.applied_pct, "last_exit": self.last_exit,
+            "failures": self.failures,
         }
 
 
@@ -116,6 +121,10 @@ class StateStore:
             counted = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
                                        "name = 'fault_counts'").fetchone() is not None
             self._db.executescript(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(workloads)")}
+            if "failures" not in columns:  # a state from before the restart budget's count
+                self._db.execute("ALTER TABLE workloads ADD COLUMN failures INTEGER NOT NULL "
+                                 "DEFAULT 0")
             if not counted:  # a state from before the counts had their own table
                 self._db.execute(_COUNT_EXITS)
         except sqlite3.DatabaseError as exc:  # not SQLite, or a schema of something else
@@ -142,7 +151,7 @@ class StateStore:
         final = tuple(s.value for s in Status if s.final)
         marks = ",".join("?" * len(final))
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO workloads VALUES (?,?,?,?,?,?,?,?,?,?)",
+            self._db.execute("INSERT OR REPLACE INTO workloads VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                              _row(record))
             # keep the newest finished records only: every tick reads them all
             self._db.execute(
@@ -153,7 +162,7 @@ class StateStore:
 
     def put(self, record: WorkloadRecord) -> None:
         with self._lock:
-            self._db.execute("REPLACE INTO workloads VALUES (?,?,?,?,?,?,?,?,?,?)", _row(record))
+            self._db.execute("REPLACE INTO workloads VALUES (?,?,?,?,?,?,?,?,?,?,?)", _row(record))
 
     def update(self, record: WorkloadRecord, **changes: Any) -> WorkloadRecord:
         new = replace(record, **changes)
@@ -214,10 +223,11 @@ class StateStore:
 
 def _row(r: WorkloadRecord) -> tuple[Any, ...]:
     return (r.spec.name, json.dumps(r.spec.to_dict()), r.status.value, r.pid, r.restarts,
-            r.next_start, r.share_pct, r.applied_pct, r.since, r.last_exit)
+            r.next_start, r.share_pct, r.applied_pct, r.since, r.last_exit, r.failures)
 
 
 def _record(row: tuple[Any, ...]) -> WorkloadRecord:
-    _name, spec, status, pid, restarts, next_start, share, applied, since, last_exit = row
+    _name, spec, status, pid, restarts, next_start, share, applied, since, last_exit, \
+        failures = row
     return WorkloadRecord(WorkloadSpec.from_dict(json.loads(spec)), Status(status), pid,
-                          restarts, next_start, share, applied, since, last_exit)
+                          restarts, next_start, share, applied, since, last_exit, failures)

@@ -1,8 +1,10 @@
-"""The supervisor: runs workloads and reacts to every exit the way MuxFlow's node agent does.
+"""The supervisor: runs workloads, observes every exit, and answers it as the co-location
+policy's recovery rules say (:class:`~cotenant.policies.colocation.Recovery`, the object the
+simulator's fault handling uses too).
 
 Everything happens in :meth:`Supervisor.tick` (no threads): re-adopt what a previous agent
 left running, read XID events, check each GPU's MPS daemon, reap exited processes, start what
-is due. The rules:
+is due. What is observation and enforcement here:
 
 * every exit is classified (:mod:`cotenant.agent.faults`) and logged with its class; an
   exit the agent asked for (a stop, a share change, an eviction) is logged as ``requested``
@@ -11,13 +13,15 @@ is due. The rules:
   exit on the way out (a SIGSEGV or a CUDA error while checkpointing, an XID, an MPS
   failure) is still a fault. The kernel's OOM killer also sends SIGKILL, so an OOM kill
   during a stop cannot be told apart;
-* SIGINT/SIGTERM ending an *offline* workload is a graceful stop: it is not restarted;
-* an offline crash (CUDA error, OOM, XID, plain crash) restarts it after an exponential
-  backoff (``Backoff``), up to ``max_restarts``;
-* an online service that exits abnormally is restarted at once (backoff only while it keeps
-  crashing);
-* an MPS daemon that stops answering is restarted; the workloads of that GPU are restarted
-  without backoff (not their fault), online ones first, offline ones after;
+* any other exit goes to :meth:`Recovery.respond` as a :class:`Fault`
+  (:func:`~cotenant.agent.faults.recovery_fault`) with the workload's count of its own faults
+  since its last stable run (a run of ``stable_s`` clears it), and the response is enforced:
+  done, a graceful stop (not restarted), given up, or a restart after the response's delay
+  (an XID also keeps offline work off the GPU for the quarantine). Only the faults the
+  response counts go into that budget (``failures``); ``restarts`` counts every restart
+  after a fault, for the operator;
+* an MPS daemon that stops answering is restarted; its GPU's clients are killed and restarted
+  (not their fault), online ones first, offline ones after;
 * online work is never stopped or delayed for offline's sake: online workloads start first in
   every tick, and only offline clients are restarted to change their SM share;
 * an agent restart (a new Supervisor on the same SQLite file) re-adopts every process still
@@ -42,16 +46,16 @@ from cotenant.agent.backends.base import (
     XidEvent,
 )
 from cotenant.agent.downtime import DowntimeMeter
-from cotenant.agent.faults import Backoff, FaultClass, asked_for, classify
+from cotenant.agent.faults import FaultClass, asked_for, classify, recovery_fault
 from cotenant.agent.mig_workloads import check_mig, mig_device
 from cotenant.agent.mps import MpsManager
 from cotenant.agent.pauses import Pauses
 from cotenant.agent.spec import Role, WorkloadSpec
 from cotenant.agent.state import StateStore, Status, WorkloadRecord
 from cotenant.errors import CotenantError, InputError, PermanentError, TemporaryError
+from cotenant.policies.colocation.recovery import Next, Recovery, Response
 
 NODE = "node"  # the events table's workload name for node-level events
-_GRACEFUL = {signal.SIGINT, signal.SIGTERM}
 
 
 MAX_ACTIVE = 256
@@ -70,15 +74,14 @@ class Supervisor:
         store: StateStore,
         mps: MpsManager,
         *,
-        backoff: Backoff | None = None,
-        max_restarts: int = 10,
+        recovery: Recovery | None = None,
         stop_grace_s: float = 10.0,
     ) -> None:
         self.backend = backend
         self.store = store
         self.mps = mps
-        self.backoff = backoff or Backoff()
-        self.max_restarts = max_restarts
+        self.recovery = recovery or Recovery()
+        """What follows an exit (the co-location policy's rules)."""
         self.stop_grace_s = stop_grace_s
         features = backend.features()
         self.use_mps = BackendFeature.MPS in features
@@ -285,6 +288,7 @@ class Supervisor:
         label = "requested" if requested else fault.value
         self.store.event(now, name, "exit", None if requested else fault.value,
                          f"{label}: {detail}" if requested else detail)
+        ran_s = now - record.since  # since its start (or since it was asked to stop)
         record = self.store.update(record, pid=None, last_exit=f"{label}: {detail}",
                                    since=now)
         if not requested:  # a crash or fault, also while checkpointing: no restart cost
@@ -293,27 +297,40 @@ class Supervisor:
             self.store.update(record, status=Status.STOPPED)
         elif record.status is Status.RESTARTING:
             self._restart(record, now, delay=0.0, count=False)
-        elif fault in (FaultClass.MPS, FaultClass.LOST):
-            self._restart(record, now, delay=0.0)
-        elif spec.role is Role.OFFLINE and fault is FaultClass.SIGNAL and signum in _GRACEFUL:
-            self.store.event(now, name, "graceful stop", detail=detail)
-            self.store.update(record, status=Status.STOPPED)
-        elif fault is FaultClass.NONE:
-            self.store.update(record, status=Status.COMPLETED)
-        elif record.restarts >= self.max_restarts:
-            self.store.event(now, name, "gave up", detail=f"{record.restarts} restarts")
-            self.store.update(record, status=Status.FAILED)
         else:
-            first_online = spec.role is Role.ONLINE and record.restarts == 0
-            delay = 0.0 if first_online else self.backoff.delay(record.restarts + 1)
-            self._restart(record, now, delay)
+            failures = self.recovery.failures_after(record.failures, ran_s)
+            response = self.recovery.respond(recovery_fault(fault, signum),
+                                             spec.role is Role.ONLINE, failures)
+            self._respond(record, response, failures, detail, now)
+
+    def _respond(self, record: WorkloadRecord, response: Response, failures: int, detail: str,
+                 now: float) -> None:
+        """Enforce the recovery's ``response`` to an exit of ``record``."""
+        name = record.spec.name
+        failures += int(response.counts)
+        if response.next is Next.DONE:
+            self.store.update(record, status=Status.COMPLETED, failures=failures)
+        elif response.next is Next.STOP:
+            self.store.event(now, name, "graceful stop", detail=detail)
+            self.store.update(record, status=Status.STOPPED, failures=failures)
+        elif response.next is Next.GIVE_UP:
+            self.store.event(now, name, "gave up",
+                             detail=f"{failures} faults of its own, {record.restarts} restarts")
+            self.store.update(record, status=Status.FAILED, failures=failures)
+        else:
+            if response.quarantine_s > 0.0:
+                self.store.event(now, NODE, "gpu quarantined", detail=f"GPU {record.spec.gpu}: "
+                                 f"no offline work for {response.quarantine_s:g} s")
+                self.hold_offline(record.spec.gpu, now + response.quarantine_s)
+            self._restart(record, now, response.delay_s, failures=failures)
 
     def _restart(self, record: WorkloadRecord, now: float, delay: float,
-                 count: bool = True) -> None:
+                 count: bool = True, failures: int | None = None) -> None:
         status = Status.PENDING if delay == 0.0 else Status.BACKOFF
         self.store.event(now, record.spec.name, "restart", detail=f"in {delay:g} s")
         self.store.update(record, status=status, restarts=record.restarts + int(count),
-                          next_start=now + delay)
+                          next_start=now + delay,
+                          failures=record.failures if failures is None else failures)
 
     def _start_due(self, now: float) -> None:
         due = [r for r in self.store.all()

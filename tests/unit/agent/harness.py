@@ -9,7 +9,8 @@ from cotenant.agent.backends import FakeNode, ManualClock
 from cotenant.agent.mps import MpsManager
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.agent.state import StateStore, Status, WorkloadRecord
-from cotenant.agent.supervisor import Backoff, Supervisor
+from cotenant.agent.supervisor import Supervisor
+from cotenant.policies.colocation.recovery import Recovery
 
 ONLINE = {"name": "web", "argv": ["fake-workload", "--mem-mib", "4000", "--util-pct", "30",
                                   "--model", "resnet50"],
@@ -54,8 +55,13 @@ class Agent:
         return [e.kind for e in self.store.events(name)]
 
 
+RECOVERY = Recovery(backoff_base_s=1.0, backoff_factor=2.0, backoff_cap_s=30.0,
+                    graceful_signals=True, quarantine_s=2.0)
+"""Short waits for the tests: backoffs of 1, 2, 4 ... s, a 2 s quarantine after an XID."""
+
+
 def make_supervisor(node: FakeNode, store: StateStore, state_dir: Path) -> Supervisor:
-    return Supervisor(node, store, MpsManager(node, state_dir), backoff=Backoff(1.0, 2.0, 30.0))
+    return Supervisor(node, store, MpsManager(node, state_dir), recovery=RECOVERY)
 
 
 def make_agent(tmp_path: Path, gpus: int = 2) -> Agent:

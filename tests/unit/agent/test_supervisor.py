@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -170,7 +171,7 @@ def test_submit_unknown_gpu_and_unknown_stop(tmp_path: Path) -> None:
 
 def test_gives_up_after_max_restarts(tmp_path: Path) -> None:
     agent = make_agent(tmp_path)
-    agent.sup.max_restarts = 2
+    agent.sup.recovery = replace(agent.sup.recovery, max_restarts=2)
     agent.submit({**OFFLINE, "argv": ["fake-workload", "--exit-code", "3", "--duration-s", "1"]})
     agent.run(20.0)
     assert agent.status("train") is Status.FAILED
