@@ -9,9 +9,10 @@ simulator calls it for every GPU of the fleet, the node agent for the GPUs of it
 Per GPU it (1) sizes the share on the peak load of the last ``load_window_s`` seconds and
 applies the sizing's hysteresis; (2) keeps the guard's floor while it holds; (3) raises a share
 at once, but gives the co-runner more of the GPU only after the GPU has been watched for a
-whole window, at most once a window, not while it is paused, and only for a gain of more than
-``gain_threshold_pct`` points (each gain under MPS is a restart); (4) runs the guard on a fresh
-p99 report (pause, throttle to the need at the measured load, or evict).
+whole window, at most once a window, not while it is paused nor where the guard sees the SLO
+at risk, and only for a gain of more than ``gain_threshold_pct`` points (each gain under MPS
+is a restart); (4) runs the guard on a fresh p99 report (pause, throttle to the need at the
+measured load, or evict).
 """
 
 from __future__ import annotations
@@ -98,9 +99,10 @@ class ColocationPolicy:
         want = np.clip(np.maximum(np.where(decided < 0, current, decided), floor), 0,
                        MAX_SHARE_PCT)
         paused = state.paused_until > now
+        risk = self._at_risk(obs, state)
         window = self.load_window_s
         may_gain = ((state.watched_since <= now - window) & (state.gained_at <= now - window)
-                    & ~paused)
+                    & ~paused & ~risk)
         up = want > current
         down = (want < current) & may_gain & (current - want > self.gain_threshold_pct)
         share = np.where(up | down, want, current).astype(np.int64)
@@ -110,7 +112,7 @@ class ColocationPolicy:
         pause_until = np.full(n, np.nan)
         evict = np.zeros(n, dtype=np.bool_)
         if self.guard is not None and self.shares_gpus:
-            share, why, pause_until, evict, nxt = self._guard(obs, nxt, share, why, floor)
+            share, why, pause_until, evict, nxt = self._guard(obs, nxt, share, why, floor, risk)
         restart = ((share != current) & obs.placed & ~evict
                    & self.mechanism.restarts_on_share_change)
         actions = Actions(share=share, restart=np.asarray(restart, dtype=np.bool_),
@@ -118,17 +120,26 @@ class ColocationPolicy:
                           why=np.asarray(why, dtype=np.int64))
         return actions, nxt
 
-    def _guard(self, obs: Observation, state: GpuState, share: np.ndarray, why: np.ndarray,
-               floor: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                          GpuState]:
-        """Pause, throttle or evict on fresh p99 reports over the threshold."""
+    def _at_risk(self, obs: Observation, state: GpuState) -> np.ndarray:
+        """Where the guard acts: a fresh p99 report over its threshold, the co-runner running
+        and not paused."""
         g, now = self.guard, obs.now_s
-        assert g is not None
+        if g is None or not self.shares_gpus:
+            return np.zeros(len(obs.model), dtype=np.bool_)
         paused = state.paused_until > now
         with np.errstate(invalid="ignore"):
             fresh = (np.isfinite(obs.p99_ms) & (obs.p99_since_s >= state.acted_at)
                      & (now >= state.acted_at + g.settle_s) & (now - obs.p99_at_s <= g.stale_s))
-            risk = fresh & obs.running & ~paused & (obs.p99_ms > g.threshold * obs.slo_ms)
+            return np.asarray(fresh & obs.running & ~paused
+                              & (obs.p99_ms > g.threshold * obs.slo_ms), dtype=np.bool_)
+
+    def _guard(self, obs: Observation, state: GpuState, share: np.ndarray, why: np.ndarray,
+               floor: np.ndarray, risk: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                           np.ndarray, GpuState]:
+        """Pause, throttle or evict where the SLO is at risk (:meth:`_at_risk`)."""
+        g, now = self.guard, obs.now_s
+        assert g is not None
+        paused = state.paused_until > now
         pause = risk & (g.pause_s > 0.0) & (now > state.paused_at + g.pause_s + g.hold_s)
         act = risk & ~pause
         target = np.maximum(share, floor) + g.step_pct
