@@ -54,6 +54,7 @@ SOURCES = ("tally", "h200")
 STATISTICS = ("mean", "min", "max")
 _STAT: dict[str, Callable[[list[float]], float]] = {
     "mean": lambda v: float(np.mean(v)), "min": min, "max": max}
+_STRETCH = {"mps": "mps_residual", "time-slicing": "ts_stretch", "priority": "priority_stretch"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,21 @@ class Interference:
     mps_residual: FloatArray
     priority_stretch: FloatArray
     priority_cost: FloatArray
+
+    def stretch(self, mechanism: str) -> FloatArray:
+        """Per offline job profile, the online batch-time stretch a running co-runner causes
+        under ``mechanism`` (``mps``, ``time-slicing`` or ``priority``, the values of
+        :class:`cotenant.policies.colocation.Mechanism`); ones for any other (none shares)."""
+        name = _STRETCH.get(str(mechanism))
+        if name is None:
+            return np.ones(len(self.mps_residual))
+        return np.asarray(getattr(self, name), dtype=np.float64)
+
+    def predicted_stretch(self, mechanism: str) -> float:
+        """What a policy can know of a pair's stretch before it runs: the mean over the
+        profiles (it is not told which job will interfere how). The simulator's policies and
+        the node agent both see this."""
+        return float(np.mean(self.stretch(mechanism)))
 
     def summary(self) -> dict[str, object]:
         """Each parameter's mean over the profiles, for reports."""
