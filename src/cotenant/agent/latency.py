@@ -1,15 +1,18 @@
 """Read an online service's p99 from its Prometheus latency histogram, for the compute guard.
 
-The guard acts on a measured p99 (:mod:`cotenant.agent.guard`). A service can push one
-(``cotenant agent report``), but most inference servers already export a latency histogram
-on a Prometheus ``/metrics`` page. A spec's ``latency_metric`` names it
-(:class:`~cotenant.agent.spec.LatencyMetric`); every ``interval_s`` the scraper reads the
-page of each running online service that has one and takes the p99 of the requests served
-*since the previous read*, as Prometheus's ``increase`` and ``histogram_quantile`` would
-(:mod:`cotenant.agent.histogram`). A window with fewer than ``min_requests`` requests gives
-no report (a p99 of a handful of requests says little): it grows into the next read's
-window until it spans ``max_window_s``, so a short ``interval_s`` (a fast guard) still reports
-on a service with few requests, as often as it has enough. A window with a count that is not
+The guard acts on a measured p99 (:mod:`cotenant.policies.colocation.guard`, the reports
+kept by :mod:`cotenant.agent.colocation.reports`). A service can push one (``cotenant agent
+report``), but most inference servers already export a latency histogram on a Prometheus
+``/metrics`` page. A spec's ``latency_metric`` names it
+(:class:`~cotenant.agent.spec.LatencyMetric`). How a p99 is read is part of the guard's
+settings (:class:`~cotenant.policies.colocation.GuardSettings`, what the simulator models as
+the report window too): every ``scrape_s`` the scraper reads the page of each running online
+service that has one and takes the p99 of the requests served *since the previous read*, as
+Prometheus's ``increase`` and ``histogram_quantile`` would (:mod:`cotenant.agent.histogram`).
+A window with fewer than ``min_requests`` requests gives no report (a p99 of a handful of
+requests says little): it grows into the next read's window until it spans
+``max_window_s``, so a short ``scrape_s`` (a fast guard) still reports on a service with few
+requests, as often as it has enough. A window with a count that is not
 a finite number gives no report either. A dropped window (too few requests in
 ``max_window_s``, or no finite bucket bound) is logged once, until a window gives a p99 again.
 A wall clock that steps back starts every window afresh.
@@ -42,15 +45,13 @@ from urllib.parse import urlsplit
 from cotenant.agent.histogram import Series, histogram_quantile, increase, read_series
 from cotenant.agent.spec import UNIT_MS, LatencyMetric, Role
 from cotenant.agent.state import StateStore, Status
-from cotenant.errors import CotenantError, InputError, check_seconds
+from cotenant.errors import CotenantError, check_seconds
+from cotenant.policies.colocation import GuardSettings
 
 Fetch = Callable[[str, float], str]
 P = ParamSpec("P")
 T = TypeVar("T")
 MAX_PAGE_BYTES = 2 * 1024 * 1024
-SCRAPE_INTERVAL_S = 0.25
-"""The default seconds between reads: the guard sees a p99 rise within this (plus the read
-and the watcher's period), well inside the 0.6 s the simulator's SLO figure assumes."""
 
 
 def http_get(url: str, timeout_s: float) -> str:
@@ -164,23 +165,18 @@ class LatencyScraper:
         self,
         store: StateStore,
         fetch: Fetch = http_get,
+        settings: GuardSettings | None = None,
         *,
-        interval_s: float = SCRAPE_INTERVAL_S,
-        min_requests: int = 20,
-        max_window_s: float = 5.0,
         timeout_s: float = 2.0,
         executor: Executor | None = None,
     ) -> None:
-        check_seconds(interval_s, "latency scrape interval", positive=True)
-        check_seconds(max_window_s, "latency scrape max_window_s")
         check_seconds(timeout_s, "latency scrape timeout", positive=True)
-        if min_requests < 1:
-            raise InputError("latency scrape min_requests", f"{min_requests} must be >= 1")
+        settings = settings or GuardSettings()  # checked where it was made
         self.store = store
         self.fetch = fetch
-        self.interval_s = interval_s
-        self.min_requests = min_requests
-        self.max_window_s = max_window_s
+        self.interval_s = settings.scrape_s
+        self.min_requests = settings.min_requests
+        self.max_window_s = settings.max_window_s
         self.timeout_s = timeout_s
         self.executor = executor or _ThreadPerRead()
         self._targets: dict[str, _Target] = {}

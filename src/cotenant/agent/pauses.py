@@ -1,7 +1,7 @@
 """Paused workloads: SIGSTOP now, SIGCONT at a given time, kept per workload and pid.
 
 The compute guard pauses an offline client to free its SMs at once without a restart
-(:mod:`cotenant.agent.guard`); the supervisor owns the processes, so it owns this book.
+(:mod:`cotenant.agent.colocation`); the supervisor owns the processes, so it owns this book.
 Signals go to every process of the workload (the local backend freezes the workload's
 cgroup for a SIGSTOP and thaws it for a SIGCONT, or finds its processes by its leader's
 process group and a token in their environment), so a launcher's workers pause with it. A

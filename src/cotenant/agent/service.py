@@ -1,11 +1,12 @@
-"""The agent as one object: backend, state, MPS, supervisor, share controller, compute guard
-(fed by pushed reports and by the latency scraper) and metrics, with the thread-safe calls
-the API makes, the ``tick`` the run loop makes, and ``watch``, the guard's fast path.
+"""The agent as one object: backend, state, MPS, supervisor, the co-location controller
+(:mod:`cotenant.agent.colocation`: observe, the core's decision, enforce; fed p99 reports
+pushed and read by the latency scraper) and metrics, with the thread-safe calls the API makes,
+the ``tick`` the run loop makes, and ``watch``, the guard's fast path.
 
 The reconcile core has no threads; the HTTP server's threads, the run loop and the watcher
 meet here, under one lock. The watcher (:meth:`AgentService.start_watching`) runs ``watch``
-every ``WATCH_S``: a p99 the agent scrapes is acted on when its read finishes, not at the next
-reconcile tick, so the guard's reaction is the scrape interval plus tens of milliseconds
+every ``WATCH_S``: a p99 the agent scrapes is decided on when its read finishes, not at the
+next reconcile tick, so the guard's reaction is the scrape interval plus tens of milliseconds
 (``benchmarks/guard_reaction.py``), as with a pushed report. Times are wall-clock seconds
 (``time.time`` by default, injectable) because they are stored in SQLite and must stay
 meaningful across agent restarts.
@@ -23,16 +24,23 @@ from pathlib import Path
 from typing import Any
 
 from cotenant.agent.backends.base import GpuInfo, NodeBackend
-from cotenant.agent.guard import GuardSettings, LatencyGuard
-from cotenant.agent.latency import SCRAPE_INTERVAL_S, Fetch, LatencyScraper, http_get
+from cotenant.agent.colocation import (
+    ColocationController,
+    Enforcer,
+    NodeObserver,
+    check_enforceable,
+    check_online,
+    guard_settings,
+)
+from cotenant.agent.latency import Fetch, LatencyScraper, http_get
 from cotenant.agent.metrics import AgentMetrics
 from cotenant.agent.mps import MpsManager
-from cotenant.agent.share import ShareController
 from cotenant.agent.spec import Role, WorkloadSpec
 from cotenant.agent.state import StateStore
 from cotenant.agent.supervisor import Supervisor
 from cotenant.errors import CotenantError, InputError, check_seconds
-from cotenant.policies.colocation.contract import SharePolicy
+from cotenant.perf.interference import Interference, interference
+from cotenant.policies.colocation import ColocationPolicy
 
 WATCH_S = 0.05
 """Seconds between the watcher's calls: a finished latency read waits at most this long."""
@@ -45,27 +53,24 @@ class AgentService:
         self,
         backend: NodeBackend,
         state_dir: Path,
-        policy: SharePolicy,
+        policy: ColocationPolicy,
         *,
         clock: Callable[[], float] = time.time,
-        share_threshold_pct: int = 10,
-        share_window_s: float = 60.0,
-        guard: GuardSettings | None = None,
-        scrape_interval_s: float = SCRAPE_INTERVAL_S,
+        calibration: Interference | None = None,
         fetch: Fetch = http_get,
         executor: Executor | None = None,
     ) -> None:
+        check_enforceable(policy)
         self.backend = backend
         self.clock = clock
         self.store = StateStore(state_dir / "agent.db")
         self.mps = MpsManager(backend, state_dir)
-        self.supervisor = Supervisor(backend, self.store, self.mps)
-        self.guard = LatencyGuard(self.supervisor, guard)
-        self.latency = LatencyScraper(self.store, fetch, interval_s=scrape_interval_s,
+        self.supervisor = Supervisor(backend, self.store, self.mps, recovery=policy.recovery)
+        self.observer = NodeObserver(self.supervisor, backend, policy,
+                                     calibration or interference())
+        self.colocation = ColocationController(policy, self.observer, Enforcer(self.supervisor))
+        self.latency = LatencyScraper(self.store, fetch, guard_settings(policy),
                                       executor=executor)
-        self.share = ShareController(self.supervisor, backend, policy,
-                                     threshold_pct=share_threshold_pct,
-                                     window_s=share_window_s, floor=self.guard.floor)
         self.metrics = AgentMetrics()
         self._lock = threading.RLock()
         self._scrape_lock = threading.Lock()  # the scraper serves one caller at a time
@@ -76,7 +81,7 @@ class AgentService:
 
     def watch(self) -> None:
         """The compute guard's fast path: take in the latency reads that have finished,
-        start those due, and act on their reports now. :meth:`tick` calls it first."""
+        start those due, and decide on their reports now. :meth:`tick` calls it first."""
         # latency pages are fetched outside both locks (on the reads' own threads): a slow
         # one holds up neither the API nor this call. The scraper's lock is held until the
         # guard has the reports, so two callers' reports reach it in the order they were read
@@ -89,10 +94,11 @@ class AgentService:
                 now = self.clock()
                 for report in reports:
                     try:
-                        self.guard.report(report.workload, report.p99_ms, now, report.since)
+                        self.observer.reports.report(report.workload, report.p99_ms, now,
+                                                     report.since)
                     except InputError:  # the service stopped since the read
                         continue
-                self.guard.tick(now, self.share.shares)
+                self.colocation.decide(now)
 
     def start_watching(self, period_s: float = WATCH_S) -> None:
         """Run :meth:`watch` every ``period_s`` (> 0) on a thread of its own until
@@ -132,8 +138,7 @@ class AgentService:
         self.watch()
         with self._lock:
             now = self.clock()
-            self.guard.tick(now, self.share.shares)
-            self.share.tick(now)
+            self.colocation.decide(now)
             self.supervisor.tick(now)
             gpus: list[GpuInfo] | None
             try:
@@ -144,11 +149,9 @@ class AgentService:
             if gpus is not None:
                 self._measure_downtime(gpus, now)
             self.metrics.update(gpus, self.store.all(), self.store.fault_counts(),
-                                self.share.shares, self.mps.restarts,
-                                {"pause": self.guard.pauses,
-                                 "throttle": self.guard.throttles,
-                                 "evict": self.guard.evictions},
-                                self.guard.latest(now), self.supervisor.paused())
+                                self.colocation.shares, self.mps.restarts,
+                                self.colocation.counts, self.observer.reports.latest(now),
+                                self.supervisor.paused())
 
     def _measure_downtime(self, gpus: list[GpuInfo], now: float) -> None:
         """Close the offline downtimes the GPUs show over (:mod:`.downtime`)."""
@@ -174,20 +177,21 @@ class AgentService:
     def submit(self, data: object) -> dict[str, Any]:
         spec = WorkloadSpec.from_dict(data)
         with self._lock:
-            self.share.check(spec)
+            check_online(self.colocation.policy, spec)
             return self.supervisor.submit(spec, self.clock()).to_dict()
 
     def report_p99(self, name: str, data: object) -> dict[str, Any]:
         """An online service's measured p99 (``{"p99_ms": ...}``) for the compute guard,
-        which acts on it at once rather than at the next tick: a pause is a signal, so a
-        pushed report frees the SMs within milliseconds of reaching the agent."""
+        decided on at once rather than at the next tick: a pause is a signal, so a pushed
+        report frees the SMs within milliseconds of reaching the agent."""
         if not isinstance(data, dict) or set(data) != {"p99_ms"}:
             raise InputError(f"p99 report for {name!r}", 'body must be {"p99_ms": <number>}')
         with self._lock:
             now = self.clock()
-            gpu = self.guard.report(name, data["p99_ms"], now)
-            self.guard.tick(now, self.share.shares)
-            return {"workload": name, "gpu": gpu, "online_share_pct": self.share.shares.get(gpu)}
+            gpu = self.observer.reports.report(name, data["p99_ms"], now)
+            self.colocation.decide(now)
+            return {"workload": name, "gpu": gpu,
+                    "online_share_pct": self.colocation.shares.get(gpu)}
 
     def workloads(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -204,7 +208,7 @@ class AgentService:
     def gpus(self) -> list[dict[str, Any]]:
         with self._lock:
             infos = self.backend.gpus()
-            return [{**asdict(g), "online_share_pct": self.share.shares.get(g.index)}
+            return [{**asdict(g), "online_share_pct": self.colocation.shares.get(g.index)}
                     for g in infos]
 
     def metrics_text(self) -> bytes:

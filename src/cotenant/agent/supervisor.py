@@ -152,6 +152,11 @@ class Supervisor:
             if record.spec.gpu == gpu and record.spec.role is Role.OFFLINE:
                 self.downtime.forget(record.spec.name)
 
+    def held_until(self, gpu: int) -> float:
+        """No offline workload starts on ``gpu`` before this (an eviction's hold, an XID's
+        quarantine); -inf where none holds it."""
+        return self._offline_held.get(gpu, -math.inf)
+
     def pause(self, name: str, now: float, until: float) -> bool:
         """Pause running offline workload ``name`` until ``until`` (:mod:`.pauses`); False
         where it is not running."""

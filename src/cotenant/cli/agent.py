@@ -19,23 +19,22 @@ from rich.console import Console
 
 from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import BACKEND_NAMES, cgroup_start, open_backend
-from cotenant.agent.guard import GuardSettings
-from cotenant.agent.latency import SCRAPE_INTERVAL_S
 from cotenant.agent.mig import MigManager
 from cotenant.agent.service import AgentService
-from cotenant.agent.share import SHARE_POLICIES
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.cli.agent_inputs import (
     AgentReplyError,
+    PolicyOptions,
     call_agent,
+    colocation_policy_of,
     ensure_token,
     parse_listen,
     read_token,
-    share_policy_of,
 )
 from cotenant.cli.checks import finite, out_dir
 from cotenant.errors import InputError, UnknownNameError
 from cotenant.model.documents import loads_json
+from cotenant.policies.colocation import COLOCATION, Mechanism
 from cotenant.report.tables import fitted_tables
 
 app = typer.Typer(help="The node agent: MPS, MIG, workloads, metrics.", no_args_is_help=True)
@@ -47,6 +46,8 @@ TokenFile = Annotated[
     Path | None, typer.Option(help="file holding the API bearer token [<state-dir>/token]")
 ]
 Url = Annotated[str, typer.Option(help="the agent's API")]
+AGENT_POLICIES = [n for n in COLOCATION if COLOCATION.create(n).mechanism is Mechanism.MPS]
+"""The co-location policies the agent can enforce (MPS shares)."""
 
 
 @app.command()
@@ -61,38 +62,49 @@ def run(
     state_dir: StateDir = DEFAULT_STATE,
     listen: Annotated[str, typer.Option(help="HOST:PORT of the API")] = "127.0.0.1:8470",
     token_file: TokenFile = None,
+    policy: Annotated[
+        str, typer.Option(help="the co-location policy (its share sizing, compute guard and "
+                          f"recovery rules): one of {', '.join(AGENT_POLICIES)}, or "
+                          "module:attr")
+    ] = "cotenant-pause",
     share_policy: Annotated[
-        str, typer.Option(help=f"one of: {', '.join(SHARE_POLICIES.names())}, or module:attr")
-    ] = "dynamic",
+        str | None, typer.Option(hidden=True, help="renamed --policy")
+    ] = None,
     online_share: Annotated[
-        int | None, typer.Option(help="static policy: online SM share % (default 70)")
+        int | None, typer.Option(help="mps-fixed: the online SM share % (default 50)")
+    ] = None,
+    guard: Annotated[
+        bool | None, typer.Option("--guard/--no-guard", help="mps-fixed: add the compute "
+                                  "guard that pauses first (default off; the dynamic policies "
+                                  "have their own)")
     ] = None,
     min_online_share: Annotated[
         int | None,
-        typer.Option(help="dynamic policy: the online share never goes below this % (a floor "
-                     "for load bursts the guard sees seconds late; default 10)"),
+        typer.Option(help="muxflow, cotenant-pause: the online share never goes below this % "
+                     "(a floor for load bursts the guard sees seconds late; default 10)"),
     ] = None,
     share_window_s: Annotated[
-        float,
-        typer.Option(min=0.0, callback=finite,
-                     help="the share policy sees the peak load of this many seconds: "
-                     "a fall in load lowers the online share only once it has lasted this long"),
-    ] = 60.0,
+        float | None,
+        typer.Option(callback=finite,
+                     help="the policy sizes the online share on the peak load of this many "
+                     "seconds (> 0): a fall in load gives offline more SMs only once it has "
+                     "lasted this long [policy's: 60]"),
+    ] = None,
     scrape_interval_s: Annotated[
-        float,
+        float | None,
         typer.Option(min=0.1, callback=finite,
                      help="seconds between reads of each online service's "
                      "latency_metric histogram (its p99 feeds the compute guard, which acts "
                      "as a read finishes, not at the next tick; a window with under 20 "
-                     "requests grows, up to 5 s)"),
-    ] = SCRAPE_INTERVAL_S,
+                     "requests grows, up to 5 s) [policy's guard: 0.25]"),
+    ] = None,
     guard_pause_s: Annotated[
-        float,
+        float | None,
         typer.Option(min=0.0, callback=finite,
                      help="the compute guard first pauses an online service's offline "
                      "co-runner (SIGSTOP) this long; a p99 still over the SLO then throttles "
-                     "(0: throttle at once)"),
-    ] = 10.0,
+                     "(0: throttle at once) [policy's guard: 10]"),
+    ] = None,
     cgroups_: Annotated[
         str | None,
         typer.Option("--cgroups", help="nvml backend: run each workload in a cgroup v2 of its "
@@ -113,8 +125,13 @@ def run(
         raise UnknownNameError("backend", backend, BACKEND_NAMES)
     host, port = parse_listen(listen)
     out_dir(state_dir, "--state-dir")
-    policy = share_policy_of(share_policy, online_share, min_online_share)
-    guard = GuardSettings(pause_s=guard_pause_s)
+    if share_policy is not None:
+        raise InputError("--share-policy", "is now --policy, a co-location policy with its "
+                         "share sizing, guard and recovery", hint="static: --policy mps-fixed "
+                         "--online-share N --guard; dynamic: --policy cotenant-pause")
+    chosen = colocation_policy_of(policy, PolicyOptions(
+        online_share, min_online_share, share_window_s, guard, guard_pause_s,
+        scrape_interval_s))
     token = ensure_token(token_file or state_dir / "token")
     if cgroups_ is not None and backend != "nvml":
         raise InputError("--cgroups", f"is a setting of the nvml backend, not {backend!r}",
@@ -130,8 +147,7 @@ def run(
         manager = MigManager(node)
         for info in node.gpus():
             manager.apply(info.index, fake_mig)
-    service = AgentService(node, state_dir, policy, share_window_s=share_window_s,
-                           scrape_interval_s=scrape_interval_s, guard=guard)
+    service = AgentService(node, state_dir, chosen)
     try:
         server = AgentServer((host, port), service, token)
     except OSError as exc:  # an unknown host, an address in use or not on this machine
@@ -150,6 +166,8 @@ def run(
         typer.echo(f"cotenant agent: {backend} backend, {len(node.gpus())} GPUs, API on "
                    f"http://{shown}:{server.server_address[1]} (token in "
                    f"{token_file or state_dir / 'token'}), state in {state_dir}")
+        typer.echo(f"cotenant agent: co-location policy {chosen.name} "
+                   f"({chosen.mechanism.value} shares)")
         if fake_mig is not None:
             typer.echo(f"cotenant agent: every GPU in MIG mode with {fake_mig}; a workload "
                        "names its instance in mig_instance")

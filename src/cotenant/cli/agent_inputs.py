@@ -1,5 +1,5 @@
 """What ``cotenant agent`` builds from its options: the API's listen address and bearer token,
-the share policy ``run`` drives, and the client call the other commands make to the API.
+the co-location policy ``run`` drives, and the client call the other commands make to the API.
 """
 
 from __future__ import annotations
@@ -9,12 +9,21 @@ import json
 import secrets
 import urllib.error
 import urllib.request
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cotenant.agent.share import SHARE_POLICIES
-from cotenant.errors import CotenantError, InputError
-from cotenant.policies.colocation.contract import SharePolicy, check_share_pct
+from cotenant.agent.colocation import check_enforceable
+from cotenant.errors import CotenantError, InputError, check_seconds
+from cotenant.policies.colocation import (
+    COLOCATION,
+    ColocationPolicy,
+    DynamicShare,
+    check_share_pct,
+)
+
+DYNAMIC = ("muxflow", "cotenant-pause")
+"""The registered policies that size the online share on its load (:class:`DynamicShare`)."""
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -51,28 +60,64 @@ def ensure_token(path: Path) -> str:
     return read_token(path)
 
 
-def share_policy_of(
-    name: str, online_share: int | None, min_online_share: int | None
-) -> SharePolicy:
-    """The share policy ``agent run`` drives: ``--online-share`` goes to the static policy,
-    ``--min-online-share`` to the dynamic one (a plugin, ``module:attr``, takes neither)."""
-    builtin = SHARE_POLICIES.canonical(name) if ":" not in name else None
+@dataclass(frozen=True)
+class PolicyOptions:
+    """``agent run``'s settings of its co-location policy (None: the policy's own)."""
+
+    online_share: int | None = None
+    min_online_share: int | None = None
+    load_window_s: float | None = None
+    guard: bool | None = None
+    pause_s: float | None = None
+    scrape_s: float | None = None
+
+
+def colocation_policy_of(name: str, options: PolicyOptions = PolicyOptions()) -> ColocationPolicy:
+    """The co-location policy ``agent run`` drives: ``name`` from :data:`COLOCATION` (or
+    ``module:attr``) with ``options``, each refused with one line where the policy has no
+    such setting; one the agent cannot enforce is refused too."""
+    builtin = COLOCATION.canonical(name) if ":" not in name else None
     kwargs: dict[str, object] = {}
-    if online_share is not None:
-        if builtin != "static":
-            raise InputError("--online-share", f"is a setting of the static share policy, not "
-                             f"{name!r}", hint="use --share-policy static")
-        kwargs["online_pct"] = check_share_pct(online_share, "--online-share")
-    if min_online_share is not None:
-        if builtin != "dynamic":
+    if options.online_share is not None:
+        if builtin != "mps-fixed":
+            raise InputError("--online-share", f"is a setting of the mps-fixed policy, not "
+                             f"{name!r}", hint="use --policy mps-fixed")
+        kwargs["share"] = check_share_pct(options.online_share, "--online-share")
+    if options.guard is not None:
+        if builtin != "mps-fixed":
+            raise InputError("--guard", f"is a setting of the mps-fixed policy, not {name!r} "
+                             "(the others have their own guard)", hint="leave it out")
+        kwargs["guard"] = options.guard
+    if options.min_online_share is not None:
+        if builtin not in DYNAMIC:
             raise InputError("--min-online-share", f"is a setting of the dynamic share "
-                             f"policy, not {name!r}", hint="use --share-policy dynamic")
-        kwargs["min_share"] = check_share_pct(min_online_share, "--min-online-share")
-    policy = SHARE_POLICIES.create(name, **kwargs)
-    if not callable(getattr(policy, "online_share", None)):  # a plugin that is something else
-        raise InputError("--share-policy", f"{name!r} made a {type(policy).__name__}, which has "
-                         "no online_share(observation) method")
-    return policy
+                             f"sizing ({', '.join(DYNAMIC)}), not {name!r}",
+                             hint="use --policy cotenant-pause")
+        floor = check_share_pct(options.min_online_share, "--min-online-share")
+        kwargs["share"] = DynamicShare(min_share=floor)
+    policy = COLOCATION.create(name, **kwargs)
+    if not isinstance(policy, ColocationPolicy):  # a plugin that is something else
+        raise InputError("--policy", f"{name!r} made a {type(policy).__name__}, not a "
+                         "co-location policy (cotenant.policies.colocation.ColocationPolicy)")
+    check_enforceable(policy)
+    if options.load_window_s is not None:
+        window = check_seconds(options.load_window_s, "--share-window-s", positive=True)
+        policy = policy.with_(load_window_s=window)
+    return _with_guard(policy, options)
+
+
+def _with_guard(policy: ColocationPolicy, options: PolicyOptions) -> ColocationPolicy:
+    if options.pause_s is None and options.scrape_s is None:
+        return policy
+    guard = policy.guard
+    if guard is None:
+        flag = "--guard-pause-s" if options.pause_s is not None else "--scrape-interval-s"
+        raise InputError(flag, f"is a setting of the compute guard, which policy "
+                         f"{policy.name!r} does not have",
+                         hint="add --guard (mps-fixed), or use --policy cotenant-pause")
+    return policy.with_(guard=replace(
+        guard, pause_s=guard.pause_s if options.pause_s is None else options.pause_s,
+        scrape_s=guard.scrape_s if options.scrape_s is None else options.scrape_s))
 
 
 class AgentReplyError(CotenantError):

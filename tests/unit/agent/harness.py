@@ -1,15 +1,25 @@
-"""A small agent on a fake node, for the supervisor, fault and share tests."""
+"""A small agent on a fake node, for the supervisor, fault and co-location tests."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cotenant.agent.backends import FakeNode, ManualClock
+from cotenant.agent.colocation import (
+    ColocationController,
+    Enforcer,
+    GpuAction,
+    NodeObserver,
+    Rows,
+)
 from cotenant.agent.mps import MpsManager
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.agent.state import StateStore, Status, WorkloadRecord
 from cotenant.agent.supervisor import Supervisor
+from cotenant.perf.interference import interference
+from cotenant.policies.colocation import COLOCATION, ColocationPolicy, GuardSettings
 from cotenant.policies.colocation.recovery import Recovery
 
 ONLINE = {"name": "web", "argv": ["fake-workload", "--mem-mib", "4000", "--util-pct", "30",
@@ -70,3 +80,60 @@ def make_agent(tmp_path: Path, gpus: int = 2) -> Agent:
     db = tmp_path / "agent.db"
     store = StateStore(db)
     return Agent(node, clock, store, make_supervisor(node, store, tmp_path), db)
+
+
+def fixed(share: int = 50, *, guard: bool = True, **settings: Any) -> ColocationPolicy:
+    """MPS with a fixed online ``share``, with the guard that pauses first (``settings``
+    change it) unless ``guard`` is False."""
+    return COLOCATION.create("mps-fixed", share=share,
+                             guard=GuardSettings(**settings) if guard else False)
+
+
+WEB = {**ONLINE, "slo_ms": 200}
+"""resnet50 at 30 % load with an SLO the policy can keep beside a co-runner (at 50 ms no
+share would: the guard would evict at once)."""
+
+
+class Node:
+    """An agent on a fake node: its supervisor and co-location controller, ticked together
+    as the service ticks them; the workloads ``submit`` ted and started."""
+
+    def __init__(self, tmp_path: Path, policy: ColocationPolicy,
+                 *submit: dict[str, object], gpus: int = 2) -> None:
+        self.agent = make_agent(tmp_path, gpus)
+        self.policy = policy
+        self.observer = NodeObserver(self.agent.sup, self.agent.node, policy, interference())
+        self.ctl = ColocationController(policy, self.observer, Enforcer(self.agent.sup))
+        self.actions: list[GpuAction] = []
+        for spec in submit:
+            self.agent.submit(spec)
+        self.run(1.0)  # started, and their loads sampled once
+
+    def run(self, seconds: float, step: float = 0.5) -> None:
+        for _ in range(round(seconds / step)):
+            now = self.agent.clock.advance(step)
+            self.actions += self.ctl.decide(now)
+            self.agent.sup.tick(now)
+
+    def report(self, p99_ms: float, name: str = "web") -> None:
+        """A pushed p99 report, decided on at the next tick."""
+        self.observer.reports.report(name, p99_ms, self.agent.clock())
+
+    def rows(self) -> Rows:
+        """The rows of the last decision's samples, the reports as they are now."""
+        return self.observer.rows(self.agent.clock())
+
+    def share(self, gpu: int = 0) -> int | None:
+        return self.ctl.shares.get(gpu)
+
+    def train(self, name: str = "train") -> tuple[Status, int | None]:
+        record = self.agent.record(name)
+        return record.status, record.applied_pct
+
+    def pid(self, name: str) -> int:
+        pid = self.agent.record(name).pid
+        assert pid is not None
+        return pid
+
+    def share_changes(self, name: str = "train") -> int:
+        return self.agent.kinds(name).count("share change")

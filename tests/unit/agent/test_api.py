@@ -17,9 +17,9 @@ from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import FakeNode, ManualClock
 from cotenant.agent.service import AgentService
 from cotenant.errors import InputError
-from cotenant.policies.colocation.share import DynamicShare, FixedShare
+from cotenant.policies.colocation import COLOCATION
 
-from .harness import OFFLINE, ONLINE
+from .harness import OFFLINE, ONLINE, fixed
 
 TOKEN = "s3cret-token"
 
@@ -49,7 +49,7 @@ class Client:
 def client(tmp_path: Path) -> Iterator[Client]:
     clock = ManualClock(1000.0)
     node = FakeNode.build("A100-40GB", 2, clock)
-    service = AgentService(node, tmp_path, FixedShare(70), clock=clock)
+    service = AgentService(node, tmp_path, fixed(70), clock=clock)
     server = AgentServer(("127.0.0.1", 0), service, TOKEN)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
@@ -254,11 +254,12 @@ def test_names_and_labels_are_matched_whole(client: Client) -> None:
     assert "'1bad' is not a Prometheus label name" in json.loads(body)["error"]
 
 
-def test_an_online_model_the_share_policy_cannot_judge_is_refused(tmp_path: Path) -> None:
+def test_an_online_model_the_policy_cannot_judge_is_refused(tmp_path: Path) -> None:
     node = FakeNode.build("A100-40GB", 1, ManualClock(0.0))
-    service = AgentService(node, tmp_path, DynamicShare(), clock=ManualClock(0.0))
+    service = AgentService(node, tmp_path, COLOCATION.create("cotenant-pause"),
+                           clock=ManualClock(0.0))
     try:
-        with pytest.raises(InputError, match="the share policy cannot judge 'resnet-50'"):
+        with pytest.raises(InputError, match="policy 'cotenant-pause' cannot judge 'resnet-50'"):
             service.submit({**ONLINE, "model": "resnet-50"})
         assert service.submit(ONLINE)["status"] == "pending"  # resnet50 it knows
         assert service.submit(OFFLINE)["status"] == "pending"  # offline: no model needed

@@ -14,11 +14,11 @@ from cotenant.agent.downtime import SHARE_CHANGE, START, DowntimeMeter
 from cotenant.agent.latency import INLINE
 from cotenant.agent.service import AgentService
 from cotenant.errors import InputError
-from cotenant.policies.colocation.contract import OnlineObservation
+from cotenant.policies.colocation import COLOCATION
 
 ONLINE = {"name": "web", "argv": ["fake-workload", "--mem-mib", "4000", "--util-pct", "30",
                                   "--model", "resnet50"],
-          "role": "online", "gpu": 0, "model": "resnet50", "slo_ms": 50}
+          "role": "online", "gpu": 0, "model": "resnet50", "slo_ms": 200}
 # checkpoints for 5 s on SIGTERM; shows no SM utilisation for 12 s after it starts
 OFFLINE = {"name": "train", "role": "offline", "gpu": 0, "sm_share": 50,
            "argv": ["fake-workload", "--mem-mib", "8000", "--util-pct", "60",
@@ -30,12 +30,9 @@ def gpu_with(*procs: GpuProcess) -> GpuInfo:
     return GpuInfo(0, "GPU-x", "A100-40GB", 40960, 8000, 50.0, None, False, procs)
 
 
-@dataclass
-class LoadShare:
-    """The online service keeps its load plus 20 points (a policy that follows the load)."""
-
-    def online_share(self, obs: OnlineObservation) -> int:
-        return max(1, min(100, round(obs.load * 100) + 20))
+POLICY = COLOCATION.create("cotenant-pause")
+"""The agent's default: at 30 % load the service needs less than half the SMs, so the job
+keeps its own 50 % until the load has been watched a minute; at 70 % it needs more at once."""
 
 
 @dataclass
@@ -61,7 +58,7 @@ class Node:
 
 def start_then_change_share(node: Node) -> None:
     """Both start (train is busy 12 s later); at 16 s the online load rises to 70 %, so the
-    next tick restarts train with a smaller share."""
+    next tick restarts train with a smaller cap."""
     node.service.submit(ONLINE)
     node.service.submit(OFFLINE)
     node.service.tick()
@@ -73,7 +70,7 @@ def start_then_change_share(node: Node) -> None:
 def node(tmp_path: Path) -> Iterator[Node]:
     clock = ManualClock(1000.0)
     fake = FakeNode.build("A100-40GB", 1, clock)
-    service = AgentService(fake, tmp_path, LoadShare(), clock=clock, executor=INLINE)
+    service = AgentService(fake, tmp_path, POLICY, clock=clock, executor=INLINE)
     try:
         yield Node(service, fake, clock)
     finally:
@@ -81,7 +78,7 @@ def node(tmp_path: Path) -> Iterator[Node]:
 
 
 def test_a_start_is_down_until_the_gpu_shows_the_job_busy(node: Node) -> None:
-    node.service.submit(ONLINE)  # load 0.3: online keeps 50, offline gets its own 50
+    node.service.submit(ONLINE)  # load 0.3: offline keeps its own 50 for now
     node.service.submit(OFFLINE)
     node.service.tick()  # both start
     node.run(11)
@@ -100,7 +97,7 @@ def test_a_share_change_is_down_from_the_sigterm_to_the_successor_busy(node: Nod
     node.service.tick()
     node.run(15)
     first = node.pid("train")
-    node.fake.set_util(node.pid("web"), 70.0)  # online needs 90: offline restarted with 10
+    node.fake.set_util(node.pid("web"), 70.0)  # online needs more: offline restarted
     node.run(1)
     sigterm = node.clock()
     node.run(16)
@@ -212,7 +209,7 @@ def test_an_agent_restart_during_a_share_change_measures_no_start(
     start_then_change_share(node)
     node.run(1)  # SIGTERM for the share change; the agent dies during the checkpoint
     node.service.close()
-    node.service = AgentService(node.fake, tmp_path, LoadShare(), clock=node.clock,
+    node.service = AgentService(node.fake, tmp_path, POLICY, clock=node.clock,
                                 executor=INLINE)
     node.run(30)
     assert node.measured() == ["start: 12.0 s"]  # the first agent's; nothing after

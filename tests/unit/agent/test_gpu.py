@@ -19,7 +19,9 @@ from cotenant.agent.backends import open_backend
 from cotenant.agent.mps import MpsManager
 from cotenant.agent.service import AgentService
 from cotenant.agent.state import Status
-from cotenant.policies.colocation.share import FixedShare
+from cotenant.policies.colocation import COLOCATION
+
+FIXED_70 = COLOCATION.create("mps-fixed", share=70)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_gpu")]
 
@@ -101,7 +103,7 @@ def test_offline_past_its_memory_limit_fails_while_online_keeps_serving(tmp_path
     if importlib.util.find_spec("torch") is None:
         pytest.skip("torch is not installed")
     beats = tmp_path / "beats"
-    service = AgentService(open_backend("nvml", state_dir=tmp_path), tmp_path, FixedShare(70))
+    service = AgentService(open_backend("nvml", state_dir=tmp_path), tmp_path, FIXED_70)
     try:
         service.submit({"name": "web", "role": "online", "gpu": 0, "mem_limit_mib": 4096,
                         "argv": [sys.executable, "-c", ONLINE_PY, str(beats), "60"]})
@@ -133,7 +135,7 @@ def test_the_agent_measures_an_offline_start_and_share_change(tmp_path: Path) ->
     need("nvidia-cuda-mps-control")
     if importlib.util.find_spec("torch") is None:
         pytest.skip("torch is not installed")
-    service = AgentService(open_backend("nvml", state_dir=tmp_path), tmp_path, FixedShare(70))
+    service = AgentService(open_backend("nvml", state_dir=tmp_path), tmp_path, FIXED_70)
     try:
         service.submit({"name": "web", "role": "online", "gpu": 0, "mem_limit_mib": 4096,
                         "argv": [sys.executable, "-c", ONLINE_PY, str(tmp_path / "b"), "300"]})
@@ -145,8 +147,8 @@ def test_the_agent_measures_an_offline_start_and_share_change(tmp_path: Path) ->
         while time.time() < deadline and len(kinds) < 2:
             service.tick()
             kinds = service.downtime()["kinds"]
-            if kinds and service.share.policy == FixedShare(70):
-                service.share.policy = FixedShare(90)  # offline to 10%: a restart
+            if kinds and service.colocation.policy == FIXED_70:  # offline to 10%: a restart
+                service.colocation.policy = COLOCATION.create("mps-fixed", share=90)
             time.sleep(0.5)
         print("measured downtime:", kinds)
         events = [(e.kind, e.detail) for e in service.store.events("train")]

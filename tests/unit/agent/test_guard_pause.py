@@ -1,7 +1,7 @@
 """The guard's first action: pause the offline co-runner (SIGSTOP), resume it (SIGCONT) when
-the pause is over; a p99 still over the SLO during or soon after a pause throttles. Also the
-fake node's and the supervisor's side of a pause: stop, restart and agent restart of a
-paused process."""
+the pause is over; a p99 still over the SLO soon after a pause throttles. Also the fake
+node's and the supervisor's side of a pause: stop, restart and agent restart of a paused
+process."""
 
 from __future__ import annotations
 
@@ -11,16 +11,14 @@ from pathlib import Path
 import pytest
 
 from cotenant.agent.backends import FakeNode, ManualClock
-from cotenant.agent.guard import GuardSettings
 from cotenant.agent.latency import INLINE
 from cotenant.agent.service import AgentService
 from cotenant.agent.state import Status
-from cotenant.policies.colocation.share import DynamicShare, FixedShare
+from cotenant.policies.colocation import COLOCATION, ColocationPolicy
 
-from .harness import OFFLINE, ONLINE, make_agent
-from .test_guard import Node
+from .harness import OFFLINE, ONLINE, WEB, Node, fixed, make_agent
 
-PAUSING = GuardSettings(pause_s=30.0, hold_s=60.0)
+PAUSING = fixed(50, pause_s=30.0, hold_s=60.0)
 
 
 def paused(node: Node, name: str = "train") -> bool:
@@ -29,16 +27,16 @@ def paused(node: Node, name: str = "train") -> bool:
 
 
 def test_a_burst_pauses_the_offline_client_which_resumes_unrestarted(tmp_path: Path) -> None:
-    node = Node(tmp_path, PAUSING)
+    node = Node(tmp_path, PAUSING, WEB, OFFLINE)
     pid = node.agent.record("train").pid
-    node.report(49.0)  # over 95 % of the 50 ms SLO
+    node.report(199.0)  # over 95 % of the 200 ms SLO
     node.run(1.0)
-    assert (node.guard.pauses, node.guard.throttles, node.guard.evictions) == (1, 0, 0)
+    assert node.ctl.counts == {"pause": 1, "throttle": 0, "evict": 0}
     assert paused(node)
     # its kernels stopped: the online service, at its 30 % load, has the GPU to itself
     assert node.agent.node.gpu(0).utilisation_pct == 30.0
     assert node.agent.node.gpu(0).memory_used_mib == 12000  # it keeps its memory
-    assert node.share.shares[0] == 50  # no floor: the split in force stays
+    assert node.share() == 50  # no floor: the split in force stays
     assert node.agent.sup.paused() == {"train"}
     node.run(29.0)
     assert paused(node)
@@ -53,63 +51,70 @@ def test_a_burst_pauses_the_offline_client_which_resumes_unrestarted(tmp_path: P
     assert "guard pause" in node.agent.kinds("node")
 
 
-def test_a_p99_still_over_during_the_pause_throttles(tmp_path: Path) -> None:
-    """The pause did not help (the cause is lasting): after the settle time a new report
-    over the SLO raises the floor; the paused client is resumed so that it can act on the
-    SIGTERM, and starts again with the smaller share, not paused."""
-    node = Node(tmp_path, PAUSING)
-    node.report(49.0)
+def test_a_p99_over_during_the_pause_waits_for_it_to_end(tmp_path: Path) -> None:
+    """While the co-runner is paused the guard has nothing more to take from it (the core
+    acts only on a running one): a report over the SLO then is no action. The pause ends,
+    the client runs, and the next report over the SLO within ``hold_s`` throttles."""
+    node = Node(tmp_path, PAUSING, WEB, OFFLINE)
+    node.report(199.0)
     node.run(1.0)
-    node.report(49.0)  # within settle_s (10 s) of the pause: its window holds older requests
+    node.run(10.0)
+    node.report(199.0)  # past settle_s, but the co-runner is paused
     node.run(1.0)
-    assert node.guard.throttles == 0
-    node.run(9.0)
-    node.report(49.0)
-    node.run(1.0)
-    assert (node.guard.pauses, node.guard.throttles) == (1, 1)
-    assert node.train() == (Status.RUNNING, 30)
+    assert node.ctl.counts["throttle"] == 0
+    assert paused(node)
+    node.run(19.0)
     assert not paused(node)
+    node.report(199.0)
+    node.run(1.0)
+    assert node.ctl.counts == {"pause": 1, "throttle": 1, "evict": 0}
+    assert node.train() == (Status.RUNNING, 30)
     assert node.agent.sup.paused() == set()
     events = node.agent.store.events("train")
-    assert [e.detail for e in events if e.kind == "resumed"] == ["to stop"]
+    assert [e.detail for e in events if e.kind == "resumed"] == ["pause over"]
     assert node.agent.record("train").restarts == 0
 
 
 def test_a_second_burst_soon_after_a_pause_throttles_a_later_one_pauses(
         tmp_path: Path) -> None:
-    node = Node(tmp_path, PAUSING)
-    node.report(49.0)
+    node = Node(tmp_path, PAUSING, WEB, OFFLINE)
+    node.report(199.0)
     node.run(31.0)  # paused 30 s, resumed
-    node.report(49.0)  # within hold_s (60 s) after the pause ended: lasting, throttle
+    node.report(199.0)  # within hold_s (60 s) after the pause ended: lasting, throttle
     node.run(1.0)
-    assert (node.guard.pauses, node.guard.throttles) == (1, 1)
+    assert node.ctl.counts == {"pause": 1, "throttle": 1, "evict": 0}
     assert node.train() == (Status.RUNNING, 30)
     node.run(100.0)  # the floor's hold is over, and so is pause_s + hold_s
     assert node.train() == (Status.RUNNING, 50)
-    node.report(49.0)
+    node.report(199.0)
     node.run(1.0)
-    assert (node.guard.pauses, node.guard.throttles) == (2, 1)
+    assert node.ctl.counts == {"pause": 2, "throttle": 1, "evict": 0}
     assert paused(node)
 
 
 def test_a_paused_client_gets_no_more_sms_while_the_pause_lasts(tmp_path: Path) -> None:
-    """The share policy would give offline more SMs when the online load falls (a restart);
-    not while the guard pauses the client: that would end the pause early."""
-    node = Node(tmp_path, PAUSING, policy=DynamicShare(), slo_ms=200.0)
-    web = node.agent.record("web").pid
-    assert web is not None
-    node.agent.node.set_util(web, 90.0)
+    """The sizing would give offline more SMs when the online load falls (a restart); not
+    while the guard pauses the client: that would end the pause early."""
+    policy: ColocationPolicy = COLOCATION.create("cotenant-pause", load_window_s=5.0)
+    node = Node(tmp_path, policy.with_(guard=PAUSING.guard), WEB, OFFLINE)
+    web = node.pid("web")
+    node.agent.node.set_util(web, 60.0)
     node.run(70.0)
-    high = node.share.shares[0]
+    high = node.share()
+    pid = node.pid("train")
     node.agent.node.set_util(web, 5.0)
     node.report(199.0)
     node.run(1.0)
     assert paused(node)
-    node.run(28.0)  # the fall is 29 s old: the window (0 s here) lets the policy lower ...
-    assert node.share.shares[0] < high
-    assert paused(node)  # ... but the paused client is not restarted for the gain
+    node.run(28.0)  # the fall is 29 s old: past the 5 s window, a gain is due ...
+    assert node.share() == high
+    assert paused(node)  # ... but the paused client is not restarted for it
     node.run(2.0)
     assert not paused(node)
+    node.run(1.0)
+    assert node.share() is not None
+    assert node.share() < high  # once the pause is over
+    assert node.pid("train") != pid
 
 
 def test_stopping_a_paused_workload_lets_it_checkpoint(tmp_path: Path) -> None:
@@ -194,8 +199,8 @@ def test_the_fake_node_pauses_like_linux(tmp_path: Path) -> None:
 def test_a_clock_stepping_back_keeps_what_a_pause_had_left(tmp_path: Path) -> None:
     """The supervisor keeps the pause's length; the guard forgets its last pause, so the
     next report over the SLO pauses again rather than throttling."""
-    node = Node(tmp_path, PAUSING)
-    node.report(49.0)
+    node = Node(tmp_path, PAUSING, WEB, OFFLINE)
+    node.report(199.0)
     node.run(1.0)
     assert paused(node)
     node.agent.clock.advance(-3600.0)
@@ -203,15 +208,15 @@ def test_a_clock_stepping_back_keeps_what_a_pause_had_left(tmp_path: Path) -> No
     assert paused(node)  # 29 s of its 30 s: not an hour more, not over at once
     node.run(2.0)  # (the tick that saw the step counts as no time)
     assert not paused(node)
-    node.report(49.0)
+    node.report(199.0)
     node.run(1.0)
-    assert (node.guard.pauses, node.guard.throttles) == (2, 0)
+    assert node.ctl.counts == {"pause": 2, "throttle": 0, "evict": 0}
 
 
 def test_an_agent_that_stops_resumes_what_it_paused(tmp_path: Path) -> None:
     clock = ManualClock(1000.0)
     fake = FakeNode.build("A100-40GB", 1, clock)
-    service = AgentService(fake, tmp_path, FixedShare(50), clock=clock, executor=INLINE)
+    service = AgentService(fake, tmp_path, fixed(50), clock=clock, executor=INLINE)
     service.submit(OFFLINE)
     service.tick()
     record = service.store.get("train")
@@ -228,7 +233,7 @@ def test_an_interrupted_close_still_resumes_what_the_agent_paused(tmp_path: Path
     first resume: every paused client is resumed all the same, and the interrupt goes on."""
     clock = ManualClock(1000.0)
     fake = FakeNode.build("A100-40GB", 2, clock)
-    service = AgentService(fake, tmp_path, FixedShare(50), clock=clock, executor=INLINE)
+    service = AgentService(fake, tmp_path, fixed(50), clock=clock, executor=INLINE)
     service.submit(OFFLINE)
     service.submit({**OFFLINE, "name": "train-b", "gpu": 1})
     service.tick()

@@ -14,9 +14,9 @@ from cotenant.agent.backends import FakeNode, ManualClock
 from cotenant.agent.latency import INLINE, LatencyReport, LatencyScraper
 from cotenant.agent.service import AgentService
 from cotenant.errors import InputError
-from cotenant.policies.colocation.share import FixedShare
+from cotenant.policies.colocation import GuardSettings
 
-from .harness import OFFLINE, ONLINE, make_agent
+from .harness import OFFLINE, ONLINE, fixed, make_agent
 from .test_latency import METRIC, Pages
 
 
@@ -27,8 +27,9 @@ def test_a_window_with_too_few_requests_grows_into_the_next(tmp_path: Path) -> N
     agent.submit({**ONLINE, "latency_metric": METRIC})
     agent.run(0.5)
     pages = Pages()
-    scraper = LatencyScraper(agent.store, pages, interval_s=0.25, min_requests=20,
-                             max_window_s=1.0, executor=INLINE)
+    scraper = LatencyScraper(agent.store, pages, GuardSettings(scrape_s=0.25, min_requests=20,
+                                                               max_window_s=1.0),
+                             executor=INLINE)
     pages.serve(fast=100)
     assert scraper.tick(agent.clock()) == []  # the baseline
     start = agent.clock()
@@ -52,7 +53,7 @@ def test_a_window_with_too_few_requests_grows_into_the_next(tmp_path: Path) -> N
     # the window restarted when it reached 1 s (the read started 1 s after the last report)
     assert late == LatencyReport("web", late.p99_ms, starts[4])
     with pytest.raises(InputError, match="max_window_s"):
-        LatencyScraper(agent.store, pages, max_window_s=-1.0)
+        LatencyScraper(agent.store, pages, GuardSettings(max_window_s=-1.0))
 
 
 @dataclass
@@ -72,8 +73,8 @@ def pair(tmp_path: Path) -> Iterator[Pair]:
     clock = ManualClock(1000.0)
     node = FakeNode.build("A100-40GB", 1, clock)
     pages = Pages()
-    service = AgentService(node, tmp_path, FixedShare(50), clock=clock,
-                           scrape_interval_s=0.25, fetch=pages, executor=INLINE)
+    service = AgentService(node, tmp_path, fixed(50, scrape_s=0.25), clock=clock,
+                           fetch=pages, executor=INLINE)
     try:
         service.submit({**ONLINE, "latency_metric": METRIC})
         service.submit(OFFLINE)
@@ -94,7 +95,7 @@ def test_watch_acts_on_a_scraped_p99_without_a_tick(pair: Pair) -> None:
     pair.clock.advance(0.25)
     pair.service.watch()
     assert pair.node.paused(pair.train_pid)
-    assert pair.service.guard.pauses == 1
+    assert pair.service.colocation.counts["pause"] == 1
 
 
 def test_the_watcher_thread_pauses_the_co_runner_between_ticks(pair: Pair) -> None:
@@ -140,7 +141,7 @@ def test_a_failing_watch_never_ends_the_watcher(
     tmp_path: Path, error: Callable[[int], Exception], can_log: bool, logged: list[str],
 ) -> None:
     clock = ManualClock(1000.0)
-    service = AgentService(FakeNode.build("A100-40GB", 1, clock), tmp_path, FixedShare(50),
+    service = AgentService(FakeNode.build("A100-40GB", 1, clock), tmp_path, fixed(50),
                            clock=clock, executor=INLINE)
     calls = []
 
@@ -174,7 +175,7 @@ def test_a_clock_stepping_back_starts_the_windows_afresh(tmp_path: Path) -> None
     agent.submit({**ONLINE, "latency_metric": METRIC})
     agent.run(0.5)
     pages = Pages()
-    scraper = LatencyScraper(agent.store, pages, interval_s=0.25, executor=INLINE)
+    scraper = LatencyScraper(agent.store, pages, GuardSettings(scrape_s=0.25), executor=INLINE)
     pages.serve(fast=100)
     scraper.tick(agent.clock())  # the baseline
     agent.clock.advance(0.25)
@@ -208,7 +209,7 @@ def test_one_service_that_cannot_be_logged_costs_the_others_nothing(tmp_path: Pa
     def fetch(url: str, timeout_s: float) -> str:
         return served[next(names)](url, timeout_s)
 
-    scraper = LatencyScraper(agent.store, fetch, interval_s=0.25, executor=INLINE)
+    scraper = LatencyScraper(agent.store, fetch, GuardSettings(scrape_s=0.25), executor=INLINE)
     good.serve(fast=100)
     bad.serve(fast=100)
     names = iter(["a-web", "b-web"])  # read in name order
@@ -234,7 +235,7 @@ def test_dropped_windows_are_logged_once(tmp_path: Path) -> None:
     agent.submit({**ONLINE, "latency_metric": METRIC})
     agent.run(0.5)
     pages = Pages()
-    scraper = LatencyScraper(agent.store, pages, interval_s=0.25, max_window_s=1.0,
+    scraper = LatencyScraper(agent.store, pages, GuardSettings(scrape_s=0.25, max_window_s=1.0),
                              executor=INLINE)
     for _ in range(20):  # 5 s at 2 requests a read
         pages.serve(fast=2)
@@ -256,7 +257,8 @@ def test_dropped_windows_are_logged_once(tmp_path: Path) -> None:
     other = make_agent(tmp_path / "other")
     other.submit({**ONLINE, "latency_metric": METRIC})
     other.run(0.5)
-    scraper = LatencyScraper(other.store, inf_only, interval_s=0.25, executor=INLINE)
+    scraper = LatencyScraper(other.store, inf_only, GuardSettings(scrape_s=0.25),
+                             executor=INLINE)
     for _ in range(10):
         assert scraper.tick(other.clock()) == []
         other.clock.advance(0.25)
@@ -268,13 +270,13 @@ def test_reports_reach_the_guard_under_the_scrapers_lock(pair: Pair) -> None:
     """The scraper's lock is held until the guard has the reports: a report read later can
     never be overtaken by one read before it and handed over by another thread."""
     held = []
-    report = pair.service.guard.report
+    report = pair.service.observer.reports.report
 
     def checked(*args: object, **kwargs: object) -> object:
         held.append(pair.service._scrape_lock.locked())
         return report(*args, **kwargs)  # type: ignore[arg-type]
 
-    pair.service.guard.report = checked  # type: ignore[method-assign,assignment]
+    pair.service.observer.reports.report = checked  # type: ignore[method-assign,assignment]
     pair.pages.serve(fast=500)
     pair.clock.advance(0.5)
     pair.service.watch()

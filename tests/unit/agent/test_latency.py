@@ -21,9 +21,9 @@ from cotenant.agent.service import AgentService
 from cotenant.agent.spec import LatencyMetric, WorkloadSpec
 from cotenant.agent.state import Status
 from cotenant.errors import InputError
-from cotenant.policies.colocation.share import FixedShare
+from cotenant.policies.colocation import GuardSettings
 
-from .harness import OFFLINE, ONLINE, make_agent
+from .harness import OFFLINE, ONLINE, fixed, make_agent
 
 BOUNDS = (0.01, 0.025, 0.05, 0.1, 0.25, math.inf)
 METRIC = {"url": "http://127.0.0.1:9/metrics", "histogram": "req_seconds",
@@ -139,7 +139,7 @@ def test_scraper_reports_the_p99_of_each_window(tmp_path: Path) -> None:
     agent.submit({**ONLINE, "latency_metric": METRIC})
     agent.run(0.5)
     pages = Pages()
-    scraper = LatencyScraper(agent.store, pages, interval_s=5.0, min_requests=20,
+    scraper = LatencyScraper(agent.store, pages, GuardSettings(scrape_s=5.0, min_requests=20),
                              executor=INLINE)
     pages.serve(fast=1000)
     assert scraper.tick(agent.clock()) == []  # the first read only sets the baseline
@@ -168,7 +168,7 @@ def test_scrape_failures_are_logged_once_until_they_clear(tmp_path: Path) -> Non
     agent.submit({**ONLINE, "latency_metric": METRIC})
     agent.run(0.5)
     pages = Pages()
-    scraper = LatencyScraper(agent.store, pages, interval_s=1.0, executor=INLINE)
+    scraper = LatencyScraper(agent.store, pages, GuardSettings(scrape_s=1.0), executor=INLINE)
     pages.error = urllib.error.URLError("connection refused")
     for _ in range(3):
         assert scraper.tick(agent.clock()) == []
@@ -195,7 +195,7 @@ def test_a_page_that_fails_every_other_read_is_logged_once(tmp_path: Path) -> No
     agent.submit({**ONLINE, "latency_metric": METRIC})
     agent.run(0.5)
     pages = Pages()
-    scraper = LatencyScraper(agent.store, pages, interval_s=1.0, executor=INLINE)
+    scraper = LatencyScraper(agent.store, pages, GuardSettings(scrape_s=1.0), executor=INLINE)
     for i in range(10):
         pages.error = ValueError("bad page") if i % 2 == 0 else None
         scraper.tick(agent.clock())
@@ -253,8 +253,8 @@ def test_a_slow_histogram_pauses_the_offline_client_through_the_agent(
     url, handler = metrics_page
     clock = ManualClock(1000.0)
     node = FakeNode.build("A100-40GB", 1, clock)
-    service = AgentService(node, tmp_path, FixedShare(50),
-                           clock=clock, scrape_interval_s=5.0, executor=INLINE)
+    service = AgentService(node, tmp_path, fixed(50, scrape_s=5.0), clock=clock,
+                           executor=INLINE)
     try:
         service.submit({**ONLINE, "latency_metric": {**METRIC, "url": url}})
         service.submit(OFFLINE)
@@ -262,12 +262,12 @@ def test_a_slow_histogram_pauses_the_offline_client_through_the_agent(
         handler.text = page({"resnet50": [500, 500, 500, 500, 500, 500]})
         clock.advance(1.0)
         service.tick()  # the first read: a baseline
-        assert service.guard.pauses == 0
+        assert service.colocation.counts["pause"] == 0
         # 100 requests, 20 of them 50-100 ms: p99 = 50 + 50 * 19 / 20 = 97.5 ms
         handler.text = page({"resnet50": [580, 580, 580, 600, 600, 600]})
         clock.advance(5.0)
         service.tick()
-        assert (service.guard.pauses, service.guard.throttles) == (1, 0)
+        assert service.colocation.counts == {"pause": 1, "throttle": 0, "evict": 0}
         train = service.store.get("train")
         assert train is not None
         assert train.pid is not None
@@ -294,7 +294,7 @@ def test_a_slow_read_never_holds_up_the_tick(tmp_path: Path) -> None:
         release.wait(10.0)
         return pages(url, timeout_s)
 
-    scraper = LatencyScraper(agent.store, slow, interval_s=1.0)
+    scraper = LatencyScraper(agent.store, slow, GuardSettings(scrape_s=1.0))
     try:
         assert scraper.tick(agent.clock()) == []  # handed out, not waited for
         agent.clock.advance(1.0)
@@ -337,7 +337,7 @@ def test_no_report_holding_requests_from_before_an_action_acts_again(
 
     def serve(slow: bool) -> None:
         n = int(100 * tick_s)
-        add = [0, 0, 0, n, 0, 0] if slow else [n, 0, 0, 0, 0, 0]
+        add = [0, 0, 0, 0, n, 0] if slow else [n, 0, 0, 0, 0, 0]  # 100-250 ms, or 10
         total = 0
         for i, x in enumerate(add):
             total += x
@@ -360,19 +360,19 @@ def test_no_report_holding_requests_from_before_an_action_acts_again(
             self.waiting = []
 
     later = Later()
-    service = AgentService(FakeNode.build("A100-40GB", 1, clock), tmp_path, FixedShare(50),
-                           clock=clock, scrape_interval_s=interval_s, executor=later,
+    service = AgentService(FakeNode.build("A100-40GB", 1, clock), tmp_path,
+                           fixed(50, scrape_s=interval_s), clock=clock, executor=later,
                            fetch=lambda url, t: page({"resnet50": counts}))
     try:
-        service.submit({**ONLINE, "latency_metric": METRIC})
+        service.submit({**ONLINE, "slo_ms": 200, "latency_metric": METRIC})
         service.submit(OFFLINE)
         service.tick()
         for _ in range(60):
             clock.advance(tick_s)
-            serve(slow=service.guard.throttles == 0)
+            serve(slow=service.colocation.counts["throttle"] == 0)
             service.tick()
             later.flush()
-        assert (service.guard.throttles, service.guard.evictions) == (1, 0)
+        assert service.colocation.counts == {"pause": 1, "throttle": 1, "evict": 0}
     finally:
         service.close()
 

@@ -16,8 +16,8 @@ from cotenant.agent.spec import WorkloadSpec
 from cotenant.agent.state import Status
 from cotenant.agent.supervisor import MIG_WAIT_S
 from cotenant.errors import InputError
-from cotenant.policies.colocation.share import FixedShare
 
+from .harness import fixed
 from .stub_pynvml import StubGpu, StubNvml
 
 
@@ -30,7 +30,7 @@ def mig_agent(tmp_path: Path) -> tuple[AgentService, FakeNode, ManualClock]:
     clock = ManualClock()
     node = FakeNode.build("A100-40GB", clock=clock, mig=True)
     MigManager(node).apply(0, "3g.20gb,2g.10gb,1g.5gb,1g.5gb")
-    return AgentService(node, tmp_path, FixedShare(70), clock=clock), node, clock
+    return AgentService(node, tmp_path, fixed(70), clock=clock), node, clock
 
 
 def test_a_spec_names_an_instance_and_takes_no_mps_limits() -> None:
@@ -68,7 +68,7 @@ def test_a_workload_runs_on_its_instance_by_uuid(tmp_path: Path) -> None:
     train = agent.store.get("train")
     assert train is not None
     assert train.restarts == 0
-    assert agent.share.shares == {}
+    assert agent.colocation.shares == {}
 
 
 def test_an_instance_has_its_own_memory(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_instances_are_checked_at_submit(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="MIG mode: name one of its instances"):
         agent.supervisor.submit(spec("b"), clock())
     plain = AgentService(FakeNode.build("A100-40GB", clock=clock), tmp_path / "p",
-                         FixedShare(70), clock=clock)
+                         fixed(70), clock=clock)
     with pytest.raises(InputError, match="not in MIG mode"):
         plain.supervisor.submit(spec("c", mig_instance="3g.20gb@4"), clock())
 

@@ -17,8 +17,8 @@ from cotenant.agent.mps import MpsManager
 from cotenant.agent.service import AgentService
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.errors import InputError, PermanentError, TemporaryError
-from cotenant.policies.colocation.share import FixedShare
 
+from .harness import fixed
 from .stub_pynvml import NOT_SUPPORTED, UNKNOWN, StubGpu, StubNvml
 
 
@@ -84,7 +84,7 @@ def test_a_profile_the_driver_lacks_is_skipped_when_listing(tmp_path: Path) -> N
 
 def test_the_supervisor_refuses_a_workload_on_a_gpu_in_mig_mode(tmp_path: Path) -> None:
     fake = FakeNode.build("A100-40GB", count=2, clock=ManualClock(), mig=True)
-    service = AgentService(fake, tmp_path, FixedShare(70))
+    service = AgentService(fake, tmp_path, fixed(70))
     spec = WorkloadSpec.from_dict({"name": "web", "argv": ["serve"], "gpu": 1,
                                    "role": "online", "slo_ms": 50})
     with pytest.raises(InputError, match="MIG mode"):
