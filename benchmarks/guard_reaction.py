@@ -34,7 +34,7 @@ import numpy as np
 
 from cotenant.agent.backends import FakeNode
 from cotenant.agent.service import AgentService
-from cotenant.policies.colocation.share import FixedShare
+from cotenant.policies.colocation import COLOCATION, GuardSettings
 
 REQUESTS_PER_S = 400.0
 ONLINE = {"name": "web", "argv": ["fake-workload", "--util-pct", "30"], "role": "online",
@@ -80,8 +80,8 @@ def react_once(url: str, scrape_s: float, interval_s: float, rng: np.random.Gene
     of the scrape and tick cycles."""
     with tempfile.TemporaryDirectory() as tmp:
         node = FakeNode.build("A100-40GB", 1, time.monotonic)
-        service = AgentService(node, Path(tmp), FixedShare(50), clock=time.monotonic,
-                               scrape_interval_s=scrape_s)
+        policy = COLOCATION.create("mps-fixed", share=50, guard=GuardSettings(scrape_s=scrape_s))
+        service = AgentService(node, Path(tmp), policy, clock=time.monotonic)
         Histogram.start, Histogram.slow_from = time.monotonic(), math.inf
         service.submit({**ONLINE, "latency_metric": {"url": url, "histogram": "req_seconds"}})
         service.submit(OFFLINE)

@@ -41,7 +41,7 @@ from cotenant.agent.backends import FakeNode, ManualClock, cgroup_start, cgroups
 from cotenant.agent.backends.local import PopenProcesses
 from cotenant.agent.service import AgentService
 from cotenant.agent.spec import WorkloadSpec
-from cotenant.policies.colocation.share import FixedShare
+from cotenant.policies.colocation import COLOCATION
 
 WORKERS = ("import subprocess, sys, time\n"
            "for _ in range({n}):\n"
@@ -143,7 +143,10 @@ def bench_http(repeats: int) -> dict[str, object]:
     node = FakeNode.build("A100-40GB", 1, clock)
     token = secrets.token_urlsafe(16)
     with tempfile.TemporaryDirectory() as tmp:
-        service = AgentService(node, Path(tmp), FixedShare(70), clock=clock)
+        policy = COLOCATION.create("mps-fixed", share=70, guard=True)
+        guard = policy.guard
+        assert guard is not None
+        service = AgentService(node, Path(tmp), policy, clock=clock)
         server = AgentServer(("127.0.0.1", 0), service, token)
         thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
         thread.start()
@@ -167,7 +170,7 @@ def bench_http(repeats: int) -> dict[str, object]:
                 record = service.store.get("train")
                 if record is None or record.pid is None or not node.paused(record.pid):
                     raise RuntimeError("the report did not pause the offline co-runner")
-                clock.advance(service.guard.settings.pause_s + service.guard.settings.hold_s + 1)
+                clock.advance(guard.pause_s + guard.hold_s + 1)
                 service.tick()  # resumed; the next report pauses again
         finally:
             server.shutdown()
