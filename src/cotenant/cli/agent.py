@@ -88,7 +88,7 @@ def run(
         typer.Option(callback=finite,
                      help="the policy sizes the online share on the peak load of this many "
                      "seconds (> 0): a fall in load gives offline more SMs only once it has "
-                     "lasted this long [policy's: 60]"),
+                     "lasted this long (the policy's own: 60)"),
     ] = None,
     scrape_interval_s: Annotated[
         float | None,
@@ -96,14 +96,14 @@ def run(
                      help="seconds between reads of each online service's "
                      "latency_metric histogram (its p99 feeds the compute guard, which acts "
                      "as a read finishes, not at the next tick; a window with under 20 "
-                     "requests grows, up to 5 s) [policy's guard: 0.25]"),
+                     "requests grows, up to 5 s. The policy's guard's own: 0.25)"),
     ] = None,
     guard_pause_s: Annotated[
         float | None,
         typer.Option(min=0.0, callback=finite,
                      help="the compute guard first pauses an online service's offline "
                      "co-runner (SIGSTOP) this long; a p99 still over the SLO then throttles "
-                     "(0: throttle at once) [policy's guard: 10]"),
+                     "(0: throttle at once; the policy's guard's own: 10)"),
     ] = None,
     cgroups_: Annotated[
         str | None,

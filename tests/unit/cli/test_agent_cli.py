@@ -24,10 +24,9 @@ from cotenant.agent.service import AgentService
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.agent.state import StateStore, Status
 from cotenant.cli.agent import StopRequest
-from cotenant.cli.agent_inputs import parse_listen, share_policy_of
+from cotenant.cli.agent_inputs import PolicyOptions, colocation_policy_of, parse_listen
 from cotenant.errors import InputError
-from cotenant.policies.colocation.contract import OnlineObservation
-from cotenant.policies.colocation.share import FixedShare
+from cotenant.policies.colocation import COLOCATION, DynamicShare, FixedShare
 
 from .test_cli import assert_one_error_line, run
 
@@ -55,28 +54,45 @@ def test_mig_apply_on_fake(capsys: Capsys) -> None:
         (["mig", "export", "--backend", "fake", "--gpus", "A100:x"], "count must be"),
         (["mig", "export", "--backend", "fake", "--gpus", "A100:0"],
          "--gpus: 'A100:0': count must be an integer 1..64"),
-        (["agent", "run", "--backend", "fake", "--share-policy", "static", "--online-share",
+        (["agent", "run", "--backend", "fake", "--policy", "mps-fixed", "--online-share",
           "0"], "outside 1-100"),
-        (["agent", "run", "--backend", "fake", "--share-policy", "static", "--online-share",
+        (["agent", "run", "--backend", "fake", "--policy", "mps-fixed", "--online-share",
           "101"], "outside 1-100"),
         (["agent", "run", "--backend", "fake", "--online-share", "50"],
-         "--online-share: is a setting of the static share policy, not 'dynamic'"),
+         "--online-share: is a setting of the mps-fixed policy, not 'cotenant-pause'"),
+        (["agent", "run", "--backend", "fake", "--share-policy", "static"],
+         "--share-policy: is now --policy"),
+        (["agent", "run", "--backend", "fake", "--policy", "priority"],
+         "co-location policy 'priority': shares GPUs by priority; the node agent enforces MPS "
+         "shares only"),
+        (["agent", "run", "--backend", "fake", "--policy", "dedicated"],
+         "the node agent enforces MPS shares only (hint: use one of: mps-fixed, muxflow, "
+         "cotenant-pause)"),
+        (["agent", "run", "--backend", "fake", "--guard"],
+         "--guard: is a setting of the mps-fixed policy, not 'cotenant-pause'"),
+        (["agent", "run", "--backend", "fake", "--policy", "mps-fixed", "--guard-pause-s", "5"],
+         "--guard-pause-s: is a setting of the compute guard, which policy 'mps-fixed' does "
+         "not have"),
+        (["agent", "run", "--backend", "fake", "--share-window-s", "0"],
+         "--share-window-s: 0 s must be a finite number > 0"),
         (["agent", "run", "--backend", "fake", "--cgroups", "off"],
          "--cgroups: is a setting of the nvml backend, not 'fake'"),
         (["agent", "run", "--backend", "fake", "--listen", "no-such-host.invalid:0"],
          "--listen: cannot listen on no-such-host.invalid:0"),
         (["agent", "run", "--backend", "fake", "--listen", "nowhere"], "HOST:PORT"),
         (["agent", "run", "--backend", "gpu"], "unknown backend"),
-        (["agent", "run", "--backend", "fake", "--share-policy", "nope"], "unknown share policy"),
-        (["agent", "run", "--backend", "fake", "--share-policy", "os:path"],
-         "os:path: is a module, not a share policy factory"),
-        (["agent", "run", "--backend", "fake", "--share-policy", "os:getcwd"],
-         "'os:getcwd' made a str, which has no online_share(observation) method"),
-        (["agent", "run", "--backend", "fake", "--share-policy", "os:getenv"],
-         "os:getenv: cannot build a share policy with no arguments"),
+        (["agent", "run", "--backend", "fake", "--policy", "nope"],
+         "unknown co-location policy 'nope'"),
+        (["agent", "run", "--backend", "fake", "--policy", "os:path"],
+         "os:path: is a module, not a co-location policy factory"),
+        (["agent", "run", "--backend", "fake", "--policy", "os:getcwd"],
+         "'os:getcwd' made a str, not a co-location policy"),
+        (["agent", "run", "--backend", "fake", "--policy", "os:getenv"],
+         "os:getenv: cannot build a co-location policy with no arguments"),
         (["agent", "run", "--backend", "fake", "--min-online-share", "0"], "outside 1-100"),
-        (["agent", "run", "--backend", "fake", "--share-policy", "static",
-          "--min-online-share", "50"], "a setting of the dynamic share policy, not 'static'"),
+        (["agent", "run", "--backend", "fake", "--policy", "mps-fixed",
+          "--min-online-share", "50"], "a setting of the dynamic share sizing (muxflow, "
+                                       "cotenant-pause), not 'mps-fixed'"),
         (["agent", "run", "--backend", "fake", "--listen", "127.0.0.1:0", "--share-window-s",
           "inf"], "--share-window-s: inf must be a finite number"),
         (["agent", "run", "--backend", "fake", "--listen", "127.0.0.1:0",
@@ -202,7 +218,8 @@ def test_status_without_agent_is_one_line(capsys: Capsys, tmp_path: Path) -> Non
 
 @pytest.fixture
 def live_agent(tmp_path: Path) -> Iterator[tuple[str, Path, AgentService]]:
-    service = AgentService(FakeNode.build("A100-40GB", 2), tmp_path, FixedShare(70))
+    service = AgentService(FakeNode.build("A100-40GB", 2), tmp_path,
+                           COLOCATION.create("mps-fixed", share=70))
     server = AgentServer(("127.0.0.1", 0), service, "tok")
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
@@ -241,10 +258,10 @@ def test_submit_status_stop_against_a_live_agent(
     assert code == 2  # not running yet
     assert "HTTP 400: p99 report for 'web': only a running online" in assert_one_error_line(err)
     service.tick()  # starts it
-    service.tick()  # the share controller sees it running
+    service.tick()  # the co-location controller sees it running
     code, out, _ = run(capsys, "agent", "report", "web", "--p99-ms", "12.5", *auth)
     assert code == 0
-    assert out.strip() == "web: GPU 1, online share 70 %"
+    assert out.strip() == "web: GPU 1, online share 100 %"  # no co-runner: the whole GPU
     assert run(capsys, "agent", "stop", "web", *auth)[1].strip() == "web: stopping"
     code, _, err = run(capsys, "agent", "report", "a b?#", "--p99-ms", "1", *auth)
     assert code == 2  # the name is escaped, so the agent answers for that name
@@ -293,15 +310,22 @@ def test_the_agent_stops_on_sigterm_or_sigint(tmp_path: Path, signum: int) -> No
     assert "cotenant agent: stopping" in out
 
 
-def test_the_dynamic_share_policy_takes_a_floor() -> None:
-    """``--min-online-share`` keeps the online share up at low load, where a burst the guard
-    sees seconds late would otherwise find the service on a sliver of the GPU."""
-    idle = OnlineObservation("resnet50", load=0.0, slo_ms=200.0, online_share_pct=100)
-    default = share_policy_of("dynamic", None, None)
-    floored = share_policy_of("muxflow", None, 60)
-    assert default.online_share(idle) < 60
-    assert floored.online_share(idle) == 60
-    assert share_policy_of("static", 40, None).online_share(idle) == 40
+def test_agent_run_builds_its_policy_from_the_registry_and_its_options() -> None:
+    """``--policy`` names a COLOCATION policy; each option sets that policy's own setting
+    (``--min-online-share`` the floor of its dynamic sizing, for a guard that sees the p99
+    seconds late; ``--share-window-s`` its load window; the guard's pause and scrape)."""
+    default = colocation_policy_of("cotenant-pause")
+    assert default == COLOCATION.create("cotenant-pause")
+    floored = colocation_policy_of("muxflow", PolicyOptions(min_online_share=60))
+    assert floored.share == DynamicShare(min_share=60)
+    fixed = colocation_policy_of("mps-fixed", PolicyOptions(online_share=40, guard=True,
+                                                            pause_s=5.0, scrape_s=1.0))
+    assert fixed.share == FixedShare(40)
+    assert fixed.guard is not None
+    assert (fixed.guard.pause_s, fixed.guard.scrape_s) == (5.0, 1.0)
+    assert colocation_policy_of("mps-fixed").guard is None
+    windowed = colocation_policy_of("cotenant-pause", PolicyOptions(load_window_s=30.0))
+    assert windowed.load_window_s == 30.0
 
 
 def test_agent_run_fake_in_mig_mode(capsys: Capsys, tmp_path: Path) -> None:
