@@ -68,7 +68,8 @@ class AgentService:
         self.supervisor = Supervisor(backend, self.store, self.mps, recovery=policy.recovery)
         self.observer = NodeObserver(self.supervisor, backend, policy,
                                      calibration or interference())
-        self.colocation = ColocationController(policy, self.observer, Enforcer(self.supervisor))
+        self.colocation = ColocationController(policy, self.observer, Enforcer(self.supervisor),
+                                               start_s=clock())
         self.latency = LatencyScraper(self.store, fetch, guard_settings(policy),
                                       executor=executor)
         self.metrics = AgentMetrics()

@@ -42,10 +42,14 @@ class Observer(Protocol):
 class ColocationController:
     """Drives ``policy`` for this node's GPUs, holding its state between calls."""
 
-    def __init__(self, policy: ColocationPolicy, observer: Observer, enforcer: Enforcer) -> None:
+    def __init__(self, policy: ColocationPolicy, observer: Observer, enforcer: Enforcer, *,
+                 start_s: float | None = None) -> None:
         self.policy = policy
         self.observer = observer
         self.enforcer = enforcer
+        self._origin = start_s
+        """When the agent began watching: the rows of its first decision are watched since
+        then (None: since that decision); later rows since they appear."""
         self.shares: dict[int, int] = {}
         """The online share per GPU after the last decision (for status and metrics)."""
         self._keys: tuple[RowKey, ...] = ()
@@ -72,6 +76,7 @@ class ColocationController:
                               dtype=np.int64)
             state = state.reset(gone, now)
         self._keys, self._pairs, self._state = rows.keys, rows.pairs, state
+        self._origin = None
         self.shares = {a.gpu: a.share for a in todo}
         return todo
 
@@ -88,7 +93,7 @@ class ColocationController:
         n = len(rows.keys)
         idx = np.asarray([old.get(key, -1) for key in rows.keys], dtype=np.int64)
         known = idx >= 0
-        fresh = GpuState.new(n, now)
+        fresh = GpuState.new(n, now if self._origin is None else self._origin)
         values = {}
         for name in _FIELDS:
             mine, new = getattr(self._state, name), getattr(fresh, name)
