@@ -282,3 +282,22 @@ def test_an_mps_fault_reaches_a_paused_client_once_it_is_resumed(tmp_path: Path)
     assert agent.node.poll(pid).returncode is None
     agent.run(1.0)  # FAULT_EXIT_DELAY_S after its resume, not a whole pause later
     assert agent.node.poll(pid).returncode == 1
+
+
+def test_the_adaptive_guard_keeps_the_co_runner_paused_while_the_burst_lasts(
+        tmp_path: Path) -> None:
+    """The core extends a pause while the load says the co-runner would push the service over;
+    the agent moves the resume time, and counts one pause."""
+    node = Node(tmp_path, fixed(50, adaptive=True, hold_s=0.0, pause_s=30.0), WEB, OFFLINE)
+    web = node.pid("web")
+    node.agent.node.set_util(web, 80.0)
+    node.report(199.0)
+    node.run(1.0)
+    assert paused(node)
+    node.run(60.0)  # twice the pause: extended while the load stays
+    assert paused(node)
+    node.agent.node.set_util(web, 5.0)
+    node.run(31.0)
+    assert not paused(node)
+    assert node.ctl.counts == {"pause": 1, "throttle": 0, "evict": 0}
+    assert node.train()[0] is Status.RUNNING

@@ -11,7 +11,8 @@ any row asks for one (an eviction over everything else). Per GPU, :class:`Enforc
   its cap is above the new one; one that waits to start just starts with it (which costs
   nothing). Online clients are never restarted for a share;
 * **pause**: the GPU's running offline clients are stopped (SIGSTOP, or their cgroup frozen)
-  until ``pause_until`` (``Supervisor.pause``);
+  until ``pause_until`` (``Supervisor.pause``); a pause the core extends (the adaptive guard)
+  moves the resume time;
 * **evict**: no offline work starts on the GPU before ``hold_until``
   (``Supervisor.hold_offline``), and its running offline clients are stopped, to start again
   after the hold (not a fault).
@@ -120,11 +121,12 @@ class Enforcer:
             if action.evict:
                 self._evict(action, offline, now)
                 continue
-            if Why.PAUSE in action.why and math.isfinite(action.pause_until):
-                self.counts["pause"] += 1
-                self.supervisor.store.event(
-                    now, NODE, "guard pause",
-                    detail=f"{action.detail}: offline paused {action.pause_until - now:g} s")
+            if math.isfinite(action.pause_until):
+                if Why.PAUSE in action.why:  # a new pause, not an extension
+                    self.counts["pause"] += 1
+                    self.supervisor.store.event(
+                        now, NODE, "guard pause",
+                        detail=f"{action.detail}: offline paused {action.pause_until - now:g} s")
                 for record in offline:
                     self.supervisor.pause(record.spec.name, now, action.pause_until)
             if Why.THROTTLE in action.why:
