@@ -3,7 +3,7 @@
 Each GPU ``n`` gets ``<state>/mps/gpu<n>/pipe`` and ``.../log``; its daemon is started with
 ``CUDA_VISIBLE_DEVICES=n``. A client joins that daemon through ``CUDA_MPS_PIPE_DIRECTORY`` and
 gets its limits through two variables read when the CUDA context is created (so a running
-client's limits cannot change; the share controller restarts it instead):
+client's limits cannot change; the co-location enforcement restarts it instead):
 
 * ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` - the share of SMs (threads) it may use, 1-100;
 * ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` - ``<device>=<N>M``: past it, allocations fail (CUDA OOM).

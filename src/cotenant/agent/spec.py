@@ -87,10 +87,10 @@ class LatencyMetric:
 @dataclass(frozen=True)
 class WorkloadSpec:
     """One workload. ``sm_share`` caps its MPS active-thread %; ``mem_limit_mib`` its pinned
-    device memory; ``model``/``slo_ms`` describe an online service to the share policy.
+    device memory; ``model``/``slo_ms`` describe an online service to the co-location policy.
     ``mig_instance`` (``"3g.20gb@4"``: profile and start) runs it on that MIG instance of a GPU
     in MIG mode instead of on the whole GPU; the instance's own SMs and memory are its limits,
-    so it takes no MPS share or memory limit, and the share policy and the compute guard leave
+    so it takes no MPS share or memory limit, and the co-location policy and its guard leave
     it alone (the hardware isolates it)."""
 
     name: str
