@@ -78,7 +78,7 @@ def _plain_resnet50(torch: Any) -> Any:
     """ResNet-50's layer shapes (He et al. 2016), for an image without torchvision."""
     nn = torch.nn
 
-    class Bottleneck(nn.Module):  # type: ignore[misc]
+    class Bottleneck(nn.Module):  # type: ignore[misc,name-defined]
         def __init__(self, cin: int, width: int, stride: int) -> None:
             super().__init__()
             cout = width * 4

@@ -25,6 +25,7 @@ from rich.progress import (
 
 from cotenant.cli.checks import finite, once_each
 from cotenant.cli.options import JsonOpt, NodesOpt, OutOpt, PodsOpt
+from cotenant.errors import InputError
 from cotenant.policies.colocation import COLOCATION
 from cotenant.report.html import write_report
 from cotenant.report.plots import colocation_plot, frontier_plot
@@ -86,6 +87,9 @@ def colocation(
     With no options it runs seven policies over 24 simulated hours on the embedded synthetic
     workload (2,000 online GPUs fitted to openb, synthetic GenAI duty cycles).
     """
+    if run_frontier and policy:
+        raise InputError("--frontier", "runs every policy setting itself",
+                         hint="leave out -p/--policy")
     scenario = ColocationScenario.load(config) if config is not None else ColocationScenario()
     specs = None
     if policy:

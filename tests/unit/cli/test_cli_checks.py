@@ -58,11 +58,9 @@ def test_a_bare_group_still_shows_its_help(capsys: Capsys) -> None:
     "argv",
     [
         ["simulate", "replay", "--sample-every", "inf"],
-        ["simulate", "colocation", "--slo-headroom", "inf"],
-        ["simulate", "colocation", "--share-change-s", "inf"],
-        ["simulate", "colocation", "--offline-start-s", "inf"],
+        ["simulate", "colocation", "--slo-multiple", "inf"],
+        ["simulate", "colocation", "--reaction-s", "inf"],
         ["simulate", "colocation", "--load-scale", "nan"],
-        ["simulate", "colocation", "--frontier", "--admit-quantile", "nan"],
         ["agent", "run", "--backend", "fake", "--share-window-s", "inf"],
         ["agent", "report", "svc", "--p99-ms", "inf"],
         ["plan", "mig", "spec.yaml", "--time-limit", "inf"],
@@ -280,13 +278,8 @@ def test_extreme_input_is_one_line_not_a_traceback_or_a_hang(
         (["simulate", "-p", "fgd", "-p", "FGD"], "--policy: fgd given twice"),
         (["simulate", "colocation", "-p", "muxflow", "-p", "muxflow"],
          "--policy: muxflow given twice"),
-        (["simulate", "colocation", "-p", "muxflow", "--mps-share", "40"],
-         "--mps-share: is the mps-fixed policy's split and mps-fixed does not run"),
-        (["simulate", "colocation", "--frontier", "--mps-share", "50"],
+        (["simulate", "colocation", "--frontier", "-p", "muxflow"],
          "--frontier: runs every policy setting itself"),
-        (["simulate", "colocation", "-p", "dedicated", "--min-online-share", "50"],
-         "--min-online-share: is a MuxFlow setting and MuxFlow does not run"),
-        (["simulate", "colocation", "--fault-scale", "10000"], "less than or equal to 5555"),
     ],
 )
 def test_options_that_would_be_ignored_are_refused(

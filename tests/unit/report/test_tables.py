@@ -11,13 +11,14 @@ from cotenant.report.tables import colocation_tables, column_groups, fitted_tabl
 
 ROW = {
     "policy": "time-slicing", "utilisation_pct": 83.7012, "sm_activity_pct": 83.7012,
-    "memory_used_pct": 86.5899, "slo_violation_pct": 4.15712, "online_oom_intervals": 142981,
+    "memory_used_pct": 86.5899, "slo_violation_pct": 4.15712, "added_violation_pct": 3.21987,
+    "gpu_minute_violation_pct": 7.65432, "online_oom_intervals": 142981,
     "offline_throughput": 0.90571, "jobs_completed": 260887, "jct_mean_min": 354.04,
-    "throttles": 894834, "evictions": 52638, "share_changes": 1138400,
+    "pauses": 31415, "throttles": 894834, "evictions": 52638, "share_changes": 1138400,
     "faults": {"crash:injected": 593, "crash:restarted": 593, "xid:injected": 67},
 }
-FIGURES = ("time-slicing", "83.70", "86.59", "4.157", "142981", "0.9057", "260887", "354.0",
-           "894834", "52638", "1138400", "660")
+FIGURES = ("time-slicing", "83.70", "86.59", "4.157", "3.220", "7.654", "142981", "0.9057",
+           "260887", "354.0", "31415", "894834", "52638", "1138400", "660")
 
 
 def render(width: int) -> str:

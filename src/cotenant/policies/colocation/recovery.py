@@ -98,8 +98,8 @@ class Recovery:
         """What follows an exit of class ``fault`` after ``failures`` counted ones before it."""
         if fault is Fault.NONE:
             return Response(Next.DONE)
-        if fault is Fault.NOT_ITS_OWN:
-            return Response(Next.RESTART)
+        if fault is Fault.NOT_ITS_OWN:  # its process died with the daemon: not counted
+            return Response(Next.RESTART, loses_progress=True)
         if fault is Fault.SIGNAL and not online and self.graceful_signals:
             return Response(Next.STOP)
         if fault is Fault.XID and not online:

@@ -7,7 +7,7 @@ ours, for exercising the handling, not measured):
 * ``offline-crash``: the offline process dies (its own fault): the interval's progress is
   lost, and it restarts after the recovery's backoff, or is given up past ``max_restarts``;
 * ``signal`` (SIGINT/SIGTERM, a preemption): with graceful handling the job checkpoints and
-  is requeued with no loss; otherwise it is killed like a crash;
+  is requeued with no loss; otherwise it is killed and restarts after its backoff;
 * ``mps-failure``: the MPS daemon dies with its clients (not the workloads' fault: no
   backoff, nothing counted). With ``online_first`` the online service is restarted first,
   outside MPS, and keeps serving; otherwise it is down for the interval (every request late).
@@ -20,13 +20,14 @@ Each is counted as ``<class>:injected`` and ``<class>:<outcome>``.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from cotenant.errors import InputError
-from cotenant.policies.colocation import ColocationPolicy, Mechanism
+from cotenant.policies.colocation import ColocationPolicy, Fault, Mechanism, Next, Response
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -65,38 +66,48 @@ class FaultResult:
 def handle_faults(policy: ColocationPolicy, draw: npt.NDArray[np.float64], rates: FaultRates,
                   has: BoolArray, t: int, interval_s: int, job_on: IntArray, failures: IntArray,
                   ready: IntArray) -> FaultResult:
-    """Faults of this interval where ``has`` (``draw``: one uniform per GPU); updates
-    ``failures`` and ``ready`` (the interval a job may run again) in place."""
+    """Faults of this interval where ``has`` (``draw``: one uniform per GPU), each answered by
+    the policy's :meth:`Recovery.respond`, as the node agent's supervisor answers a real exit;
+    updates ``failures`` and ``ready`` (the interval a job may run again) in place."""
     rec = policy.recovery
     mps_rate = rates.mps_failure if policy.mechanism is Mechanism.MPS else 0.0
     edges = np.cumsum([rates.offline_crash, rates.signal, mps_rate, rates.gpu_xid])
     kind = np.where(has, np.searchsorted(edges, draw, side="right"), len(FAULTS))
-    crash, signal, mps_fail, xid = (kind == i for i in range(len(FAULTS)))
-    graceful = signal & rec.graceful_signals
-    own = crash | (signal & ~graceful)
-    lost = own | mps_fail | xid
-    jobs = job_on[own]
-    failures[jobs] += 1
-    gave_up = np.zeros(len(has), dtype=np.bool_)
-    gave_up[own] = failures[jobs] > rec.max_restarts
-    delay = np.ceil(rec.delay_s(failures[jobs]) / interval_s).astype(np.int64)
-    ready[jobs] = t + 1 + delay
-    ready[job_on[graceful | mps_fail | xid]] = t + 1
-    restart = "restarted-with-backoff" if rec.backoff_base_s else "restarted"
-    counts = {
-        "offline-crash:injected": int(crash.sum()),
-        f"offline-crash:{restart}": int((crash & ~gave_up).sum()),
-        "offline-crash:given-up": int((crash & gave_up).sum()),
-        "signal:injected": int(signal.sum()),
-        "signal:graceful-exit-requeued": int(graceful.sum()),
-        "signal:killed-requeued": int((signal & ~graceful).sum()),
-        "mps-failure:injected": int(mps_fail.sum()),
-        "mps-failure:online-restarted-first": int((mps_fail & rec.online_first).sum()),
-        "mps-failure:online-down-one-interval": int((mps_fail & ~rec.online_first).sum()),
-        "mps-failure:offline-restarted": int(mps_fail.sum()),
-        "gpu-xid:injected": int(xid.sum()),
-        "gpu-xid:offline-evicted-gpu-quarantined": int(xid.sum()),
-    }
-    down = mps_fail & ~rec.online_first
-    return FaultResult({k: v for k, v in counts.items() if v}, lost, lost | graceful, gave_up,
-                       xid, down)
+    n = len(has)
+    lost, stopped, gave_up = (np.zeros(n, dtype=np.bool_) for _ in range(3))
+    counts: Counter[str] = Counter()
+    for gpu in np.flatnonzero(kind < len(FAULTS)):  # rare: a loop is cheap
+        name = FAULTS[int(kind[gpu])]
+        job = int(job_on[gpu])
+        got = rec.respond(_FAULT_OF[name], online=False, failures=int(failures[job]))
+        counts[f"{name}:injected"] += 1
+        failures[job] += int(got.counts)
+        stopped[gpu] = True
+        lost[gpu] = got.loses_progress
+        if got.next is Next.GIVE_UP:
+            gave_up[gpu] = True
+            counts[f"{name}:given-up"] += 1
+            continue
+        wait = max(got.delay_s, got.quarantine_s if name == "gpu-xid" else 0.0)
+        ready[job] = t + 1 + (int(np.ceil(got.delay_s / interval_s)) if name != "gpu-xid"
+                              else 0)
+        counts[f"{name}:{_outcome(name, got, rec.online_first, wait)}"] += 1
+    xid = kind == FAULTS.index("gpu-xid")
+    down = (kind == FAULTS.index("mps-failure")) & ~rec.online_first
+    if down.any():
+        counts["mps-failure:online-down-one-interval"] += int(down.sum())
+    return FaultResult(dict(counts), lost, stopped, gave_up, xid, down)
+
+
+_FAULT_OF = {"offline-crash": Fault.CRASH, "signal": Fault.SIGNAL,
+             "mps-failure": Fault.NOT_ITS_OWN, "gpu-xid": Fault.XID}
+
+
+def _outcome(name: str, got: Response, online_first: bool, wait: float) -> str:
+    if got.next is Next.STOP:
+        return "graceful-exit-requeued"
+    if name == "gpu-xid":
+        return "offline-evicted-gpu-quarantined"
+    if name == "mps-failure":
+        return "offline-restarted" + ("-online-first" if online_first else "")
+    return "restarted-with-backoff" if wait > 0 else "restarted"

@@ -44,17 +44,12 @@ class Physics:
 
     def stretch(self, profile: IntArray) -> FloatArray:
         """The true slowdown a co-runner of ``profile`` causes under this mechanism."""
-        c = self.calibration
-        table = {Mechanism.MPS: c.mps_residual, Mechanism.TIME_SLICING: c.ts_stretch,
-                 Mechanism.PRIORITY: c.priority_stretch}.get(self.mechanism)
-        if table is None:
-            return np.ones(len(profile))
-        return np.asarray(table[profile], dtype=np.float64)
+        return np.asarray(self.calibration.stretch(self.mechanism)[profile], dtype=np.float64)
 
     def predicted_stretch(self, n: int) -> FloatArray:
-        """What a policy can know of a pair's slowdown: the calibration's mean over profiles
-        (it is not told which job will interfere how)."""
-        return np.full(n, float(np.mean(self.stretch(np.arange(len(self.jobs.names))))))
+        """What a policy can know of a pair's slowdown (the calibration's mean over profiles:
+        it is not told which job will interfere how), as the node agent is told it."""
+        return np.full(n, self.calibration.predicted_stretch(self.mechanism))
 
     def batch_factor(self, model: IntArray, share: IntArray, stretch: FloatArray) -> FloatArray:
         """Online batch time over its solo batch time with the co-runner running."""
