@@ -9,6 +9,7 @@ are matched by header name, never by position.
 from __future__ import annotations
 
 import gzip
+import math
 import re
 import tarfile
 import zlib
@@ -120,3 +121,14 @@ class CsvRows:
 
     def where(self, line: int, column: str) -> str:
         return f"{self.name}:{line}:{column}"
+
+    def number(self, line: int, row: dict[str, str], column: str) -> float:
+        """The cell as a finite float, else an :class:`InputError` at ``file:line:column``."""
+        text = row[column]
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(self.where(line, column), f"{text!r} is not a number") from None
+        if not math.isfinite(value):
+            raise InputError(self.where(line, column), f"{text!r} is not a finite number")
+        return value

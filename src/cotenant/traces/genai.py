@@ -108,15 +108,6 @@ Samples = dict[str, tuple[np.ndarray, np.ndarray]]
 """Per container: its sample times (sorted, distinct) and values."""
 
 
-def _number(rows: CsvRows, line: int, row: dict[str, str], col: str) -> float:
-    text = row[col]
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError(rows.where(line, col), f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise InputError(rows.where(line, col), f"{text!r} is not a finite number")
-    return value
 
 
 def _read(
@@ -131,11 +122,11 @@ def _read(
         name = row["container_ip"]
         if not name:
             raise InputError(rows.where(line, "container_ip"), "container id is empty")
-        value = _number(rows, line, row, "value")
+        value = rows.number(line, row, "value")
         broken = check(value)
         if broken:
             raise InputError(rows.where(line, "value"), f"{row['value']} {broken}")
-        stamp = _number(rows, line, row, "timestamp_anon")
+        stamp = rows.number(line, row, "timestamp_anon")
         times, values, lines = raw.setdefault(name, ([], [], []))
         times.append(stamp)
         values.append(value)

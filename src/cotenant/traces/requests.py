@@ -51,11 +51,11 @@ def load_requests(path: Path, interval_s: float | None = None) -> RequestSeries:
     rejected: Counter[str] = Counter()
     count = 0
     for line, row in rows:
-        value = _number(rows, line, row, "value")
+        value = rows.number(line, row, "value")
         if value < 0:
             raise InputError(rows.where(line, "value"), f"{row['value']} is negative; a "
                              "request rate is >= 0")
-        stamp = _number(rows, line, row, "timestamp_anon")
+        stamp = rows.number(line, row, "timestamp_anon")
         name = row["container_ip"]
         if not name:
             rejected["row without a container id"] += 1
@@ -90,12 +90,3 @@ def _grid_step(times: dict[str, list[float]]) -> float:
     return float(positive.min()) if len(positive) else 60.0
 
 
-def _number(rows: CsvRows, line: int, row: dict[str, str], col: str) -> float:
-    text = row[col]
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError(rows.where(line, col), f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise InputError(rows.where(line, col), f"{text!r} is not a finite number")
-    return value
