@@ -11,7 +11,8 @@ Every part builds a :class:`ColocationScenario`, as ``simulate colocation --conf
   by bisection.
 * ``reaction``: MuxFlow and cotenant-priority as the guard's reaction goes from 0 to 3 s.
 * ``sensitivity``: the best setting of each policy per budget, per calibration source and
-  statistic, on a 6-hour slice of the real run.
+  statistic, on a 6-hour slice of the real run (the frontier's guarded and dynamic settings,
+  :func:`key_settings`).
 * ``slo``: the same at SLO multiples 3, 5 and 10.
 * ``bursts``: the same with flat minutes, the duty cycles' burst fit and the requests' fit.
 * ``matching``: MuxFlow and cotenant-priority with max-weight, greedy and random pairing.
@@ -32,7 +33,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from cotenant.policies.colocation import COLOCATION, Matching
+from cotenant.policies.colocation import COLOCATION, ColocationPolicy, Matching
 from cotenant.sim.colocation.frontier import frontier, settings, verdict
 from cotenant.sim.colocation.inputs import workload_of
 from cotenant.sim.colocation.records import ColocationConfig
@@ -98,13 +99,23 @@ def reaction(seed: int) -> list[dict[str, object]]:
     return out
 
 
+def key_settings() -> list[tuple[str, ColocationPolicy]]:
+    """The frontier's settings that were on some policy's best-within-budget list on the
+    real run (guarded and dynamic ones, and the bare priority baseline): a cheaper frontier
+    for the sensitivity runs."""
+    return [(label, p) for label, p in settings()
+            if p.guard is not None or p.name in ("muxflow", "cotenant-pause",
+                                                 "cotenant-priority")
+            or (p.name == "priority" and p.memory_limit and p.admission.admits_all)]
+
+
 def sensitivity(seed: int) -> list[dict[str, object]]:
     s = real_scenario(seed, hours=6.0)
     work, out = _work(s), list[dict[str, object]]()
     for source in ("tally", "h200"):
         for stat in ("mean", "min", "max"):
             cfg = ColocationConfig(calibration=source, statistic=stat)
-            floor, points = frontier(work, seed, cfg)
+            floor, points = frontier(work, seed, cfg, key_settings())
             out.append({"calibration": source, "statistic": stat, "floor": floor,
                         "verdict": verdict(points)})
     return out
@@ -116,7 +127,7 @@ def bursts(seed: int) -> list[dict[str, object]]:
     for alpha in (float("inf"), 1.29, 0.677):
         s = real_scenario(seed, hours=6.0)
         s = replace(s, workload=replace(s.workload, burst_alpha=alpha))
-        floor, points = frontier(_work(s), seed, s.config())
+        floor, points = frontier(_work(s), seed, s.config(), key_settings())
         out.append({"burst_alpha": alpha, "floor": floor, "verdict": verdict(points)})
     return out
 
@@ -126,7 +137,7 @@ def slo(seed: int) -> list[dict[str, object]]:
     for multiple in (3.0, 5.0, 10.0):
         s = real_scenario(seed, hours=6.0)
         s = replace(s, workload=replace(s.workload, slo_multiple=multiple))
-        floor, points = frontier(_work(s), seed, s.config())
+        floor, points = frontier(_work(s), seed, s.config(), key_settings())
         out.append({"slo_multiple": multiple, "floor": floor, "verdict": verdict(points)})
     return out
 
