@@ -100,13 +100,14 @@ def reaction(seed: int) -> list[dict[str, object]]:
 
 
 def key_settings() -> list[tuple[str, ColocationPolicy]]:
-    """The frontier's settings that were on some policy's best-within-budget list on the
-    real run (guarded and dynamic ones, and the bare priority baseline): a cheaper frontier
-    for the sensitivity runs."""
+    """A cheaper frontier for the sensitivity runs: the dynamic policies, and every baseline
+    admitting all GPUs with the memory limit and each guard (fixed-split MPS at 75%), and
+    priority with the memory limit alone."""
+    dynamic = ("muxflow", "cotenant-pause", "cotenant-priority")
     return [(label, p) for label, p in settings()
-            if p.guard is not None or p.name in ("muxflow", "cotenant-pause",
-                                                 "cotenant-priority")
-            or (p.name == "priority" and p.memory_limit and p.admission.admits_all)]
+            if p.name in dynamic or (p.admission.admits_all and p.memory_limit and (
+                p.guard is not None or p.name == "priority") and "share=" not in label)
+            or (p.admission.admits_all and p.guard is not None and "share=75%" in label)]
 
 
 def sensitivity(seed: int) -> list[dict[str, object]]:
