@@ -11,7 +11,7 @@ Every part builds a :class:`ColocationScenario`, as ``simulate colocation --conf
   by bisection.
 * ``reaction``: MuxFlow and cotenant-priority as the guard's reaction goes from 0 to 3 s.
 * ``sensitivity``: the best setting of each policy per budget, per calibration source and
-  statistic, on a 6-hour slice of the real run (the frontier's guarded and dynamic settings,
+  statistic, on a 3-hour slice of the real run (the frontier's guarded and dynamic settings,
   :func:`key_settings`).
 * ``slo``: the same at SLO multiples 3, 5 and 10.
 * ``bursts``: the same with flat minutes, the duty cycles' burst fit and the requests' fit.
@@ -44,6 +44,8 @@ from cotenant.sim.colocation.workload import ColocationWorkload
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 OPENB = SHARED / "alibaba-gpu-v2023"
 GENAI = SHARED / "alibaba-genai-v2026"
+SLICE_H = 3.0
+"""Hours of the real run the sensitivity runs simulate (00:00-03:00 of the trace's day)."""
 MUXFLOW_UTIL = 0.26
 """MuxFlow's online GPUs before sharing: 26% utilisation (the paper's abstract)."""
 
@@ -61,10 +63,11 @@ def _work(s: ColocationScenario) -> ColocationWorkload:
     return workload_of(s, notes)
 
 
-def run_frontier(s: ColocationScenario) -> dict[str, object]:
+def run_frontier(s: ColocationScenario,
+                 runs: list[tuple[str, ColocationPolicy]] | None = None) -> dict[str, object]:
     work = _work(s)
     started = time.perf_counter()
-    floor, points = frontier(work, s.seed, s.config())
+    floor, points = frontier(work, s.seed, s.config(), runs)
     dedicated = run_colocation(work, "dedicated", s.seed, s.config())
     return {"gpus": work.gpus, "load_scale": s.workload.load_scale,
             "dedicated_late_pct": floor,
@@ -87,7 +90,7 @@ def scaled(seed: int) -> dict[str, object]:
 
 
 def reaction(seed: int) -> list[dict[str, object]]:
-    s = real_scenario(seed, hours=6.0)
+    s = real_scenario(seed, hours=SLICE_H)
     work, out = _work(s), list[dict[str, object]]()
     floor = run_colocation(work, "dedicated", seed, s.config()).violation_pct
     for name in ("muxflow", "cotenant-priority"):
@@ -111,14 +114,14 @@ def key_settings() -> list[tuple[str, ColocationPolicy]]:
 
 
 def sensitivity(seed: int) -> list[dict[str, object]]:
-    s = real_scenario(seed, hours=6.0)
+    s = real_scenario(seed, hours=SLICE_H)
     work, out = _work(s), list[dict[str, object]]()
-    for source in ("tally", "h200"):
-        for stat in ("mean", "min", "max"):
-            cfg = ColocationConfig(calibration=source, statistic=stat)
-            floor, points = frontier(work, seed, cfg, key_settings())
-            out.append({"calibration": source, "statistic": stat, "floor": floor,
-                        "verdict": verdict(points)})
+    for source, stat in (("tally", "mean"), ("tally", "min"), ("tally", "max"),
+                         ("h200", "mean")):
+        cfg = ColocationConfig(calibration=source, statistic=stat)
+        floor, points = frontier(work, seed, cfg, key_settings())
+        out.append({"calibration": source, "statistic": stat, "floor": floor,
+                    "verdict": verdict(points)})
     return out
 
 
@@ -126,7 +129,7 @@ def bursts(seed: int) -> list[dict[str, object]]:
     """Flat minutes, the duty cycles' fit (default) and the request series' (burstier)."""
     out: list[dict[str, object]] = []
     for alpha in (float("inf"), 1.29, 0.677):
-        s = real_scenario(seed, hours=6.0)
+        s = real_scenario(seed, hours=SLICE_H)
         s = replace(s, workload=replace(s.workload, burst_alpha=alpha))
         floor, points = frontier(_work(s), seed, s.config(), key_settings())
         out.append({"burst_alpha": alpha, "floor": floor, "verdict": verdict(points)})
@@ -136,7 +139,7 @@ def bursts(seed: int) -> list[dict[str, object]]:
 def slo(seed: int) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
     for multiple in (3.0, 5.0, 10.0):
-        s = real_scenario(seed, hours=6.0)
+        s = real_scenario(seed, hours=SLICE_H)
         s = replace(s, workload=replace(s.workload, slo_multiple=multiple))
         floor, points = frontier(_work(s), seed, s.config(), key_settings())
         out.append({"slo_multiple": multiple, "floor": floor, "verdict": verdict(points)})
@@ -183,11 +186,14 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=20_000)
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--out", type=Path, help="write the JSON here too")
+    parser.add_argument("--key", action="store_true",
+                        help="frontier: the 21 key settings only (key_settings)")
     args = parser.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     result: object
     if args.only == "frontier":
-        result = run_frontier(real_scenario(args.seed, args.load_scale))
+        result = run_frontier(real_scenario(args.seed, args.load_scale),
+                              key_settings() if args.key else None)
     elif args.only == "scaled":
         result = scaled(args.seed)
     elif args.only == "scale":
