@@ -1,7 +1,7 @@
 """Benchmark: how long the agent's compute guard takes to see a latency rise it scrapes.
 
 The simulator's SLO figure for MuxFlow holds only if the guard acts within 0.6 s of a p99
-rise, 1% of a one-minute interval (``docs/benchmarks.md``, sensitivity). A p99 the online
+rise, 1% of a one-minute interval (``docs/results/colocation.md``, sensitivity). A p99 the online
 service pushes is acted on as it arrives (``benchmarks/pause.py --http``: milliseconds). A
 p99 the agent reads from the service's own Prometheus histogram waits for the next read
 (every ``--scrape-interval-s``) and for the agent to collect it: the guard's watcher thread,

@@ -1,7 +1,7 @@
 """Benchmark: how fast the node agent pauses an offline workload (no GPU needed).
 
 The compute guard's first action pauses the offline co-runner; the simulator's SLO figure
-holds if the guard acts within 0.6 s (docs/benchmarks.md). This measures the agent's part of
+holds if the guard acts within 0.6 s (docs/results/colocation.md). This measures the agent's part of
 that time on this host; the GPU's part (the kernels already queued finishing) needs a GPU.
 
 * ``signal``: real processes. A launcher with ``--workers`` workers, each in a session of

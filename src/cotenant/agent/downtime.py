@@ -3,7 +3,7 @@
 The simulator charges every offline placement ``offline_start_s`` and every MPS share change
 of a running job ``share_change_s`` (``sim.colocation``; 30 s each by default). Both are
 assumptions, and the comparison between MuxFlow and the static baselines turns on the second
-(``docs/benchmarks.md``, "Restart cost"). This meter measures them on the node, for the jobs
+(``docs/results/colocation.md``, "Restart cost"). This meter measures them on the node, for the jobs
 that actually run there, without any help from the job:
 
 * ``start``: from the spawn of an offline client (its first start, a start after an eviction

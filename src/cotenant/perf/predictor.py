@@ -38,7 +38,7 @@ error on the Tally set. That choice saw the held-out jobs, so :func:`evaluate_sh
 not report it: it chooses the penalty again inside every fold, from the fold's training pairs
 only (nested cross-validation), and reports that error.
 :func:`evaluate` reports the held-out error next to a naive baseline (the training mean);
-``cotenant perf predictor`` prints both, and docs/benchmarks.md records them.
+``cotenant perf predictor`` prints both, and docs/results/colocation.md records them.
 """
 
 from __future__ import annotations

@@ -155,7 +155,7 @@ def test_held_out_error_on_synthetic_data_beats_the_baseline() -> None:
 
 
 def test_default_predictor_beats_the_baseline_on_tally_held_out() -> None:
-    """The measured figure in docs/benchmarks.md; on Gavel V100 it does not (see the docs)."""
+    """The measured figure in docs/results/colocation.md; on Gavel V100 it does not."""
     reports = {(r.dataset, r.scheme): r for r in evaluate_shipped()}
     assert len(reports) == 10
     for scheme in ("job", "pair"):
