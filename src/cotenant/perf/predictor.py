@@ -175,6 +175,13 @@ class PredictorReport:
     def beats_baseline(self) -> bool:
         return self.mae < self.baseline_mae
 
+    @property
+    def verdict(self) -> str:
+        """Against the baseline on both errors: ``better`` (both lower), ``worse`` (neither
+        lower) or ``mixed`` (one lower, one not: e.g. a lower MAE with a higher RMSE)."""
+        lower = (self.mae < self.baseline_mae) + (self.rmse < self.baseline_rmse)
+        return ("worse", "mixed", "better")[lower]
+
 
 def _folds(rows: Sequence[PairRow], scheme: str) -> list[tuple[list[int], list[int]]]:
     index = range(len(rows))

@@ -170,6 +170,17 @@ def test_default_predictor_beats_the_baseline_on_tally_held_out() -> None:
     assert not reports["gavel-v100", "pair"].beats_baseline
 
 
+def test_the_verdict_weighs_both_errors() -> None:
+    """A MAE a hair under the mean's with a higher RMSE is no win: "mixed", not "better"."""
+    reports = {(r.dataset, r.scheme): r for r in evaluate_shipped()}
+    assert reports["tally-a100-mps", "job"].verdict == "better"
+    gavel = reports["gavel-v100", "job"]
+    assert gavel.mae < gavel.baseline_mae
+    assert gavel.rmse > gavel.baseline_rmse
+    assert gavel.verdict == "mixed"
+    assert reports["gavel-v100", "pair"].verdict == "worse"
+
+
 def test_the_shipped_error_chooses_its_penalty_without_the_held_out_pairs() -> None:
     """Nested: each fold picks its penalty by its own training pairs' held-out error."""
     rows = tally_pairs()
