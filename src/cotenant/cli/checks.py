@@ -15,6 +15,7 @@ from typing import TypeVar
 import typer
 
 from cotenant.errors import InputError
+from cotenant.report.output import probe_directory
 
 T = TypeVar("T")
 
@@ -97,8 +98,13 @@ def existing_ancestor(path: Path, option: str) -> Path:
 
 
 def writable(directory: Path, option: str) -> None:
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise InputError(option, f"cannot write in {directory}", hint="choose another place")
+    """An error unless a file can be made in ``directory``: tried, not guessed from its mode
+    (root may write anywhere by the mode bits, yet not in /proc or on a read-only mount)."""
+    try:
+        probe_directory(directory)
+    except OSError as exc:
+        raise InputError(option, f"cannot write in {directory}: {exc.strerror or exc}",
+                         hint="choose another place") from None
 
 
 def dir_option(param: typer.CallbackParam, value: Path | None) -> Path | None:

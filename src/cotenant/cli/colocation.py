@@ -27,7 +27,8 @@ from cotenant.cli.checks import finite, once_each
 from cotenant.cli.options import JsonOpt, NodesOpt, OutOpt, PodsOpt
 from cotenant.errors import InputError
 from cotenant.policies.colocation import COLOCATION
-from cotenant.report.html import write_report
+from cotenant.report.html import Figure, HtmlTable, render_report
+from cotenant.report.output import ReportDir
 from cotenant.report.plots import colocation_plot, frontier_plot
 from cotenant.report.tables import (
     colocation_rows,
@@ -125,14 +126,15 @@ def colocation(
             console.print(note)
         console.print(*colocation_tables(rows, console.width))
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        image = colocation_plot(runs, out / "colocation.png", "Co-location over time")
-        head, body = colocation_rows(rows)
-        page = write_report(out, "cotenant: online/offline co-location", about, head, body,
-                            [image], notes)
-        (out / "summary.json").write_text(
-            json.dumps({"settings": about, "policies": rows}, indent=2, default=str))
-        err.print(f"report: {page}")
+        with ReportDir(out) as report:
+            image = report.save("colocation.png", lambda p: colocation_plot(
+                runs, p, "Co-location over time"))
+            report.write_text("summary.json", json.dumps(
+                {"settings": about, "policies": rows}, indent=2, default=str))
+            report.write_text("index.html", render_report(
+                "cotenant: online/offline co-location", about,
+                [HtmlTable(*colocation_rows(rows))], [Figure(image)], notes))
+        err.print(f"report: {out / 'index.html'}")
 
 
 def _rows(runs: list[ColocationRun]) -> list[dict[str, object]]:
@@ -193,12 +195,13 @@ def _frontier(s: ColocationScenario, work: ColocationWorkload, about: dict[str, 
         for note in notes:
             console.print(note)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        image = frontier_plot(points, out / "frontier.png", "Offline work against late requests")
-        head, body = frontier_rows(points)
-        page = write_report(out, "cotenant: co-location frontier", about, head, body, [image],
-                            notes)
-        (out / "frontier.json").write_text(json.dumps(
-            {"settings": about, "points": [vars(p) for p in points], "verdict": found},
-            indent=2, default=str))
-        err.print(f"report: {page}")
+        with ReportDir(out) as report:
+            image = report.save("frontier.png", lambda p: frontier_plot(
+                points, p, "Offline work against late requests"))
+            report.write_text("frontier.json", json.dumps(
+                {"settings": about, "points": [vars(p) for p in points], "verdict": found},
+                indent=2, default=str))
+            report.write_text("index.html", render_report(
+                "cotenant: co-location frontier", about, [HtmlTable(*frontier_rows(points))],
+                [Figure(image)], notes))
+        err.print(f"report: {out / 'index.html'}")

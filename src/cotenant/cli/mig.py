@@ -16,6 +16,7 @@ from cotenant.cli.checks import file_option, finite
 from cotenant.errors import NotSupportedError, UnknownNameError
 from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigGeometry
+from cotenant.report.output import write_text_atomic
 from cotenant.report.tables import fitted_tables
 
 app = typer.Typer(help="MIG profiles and layouts.", no_args_is_help=True)
@@ -111,5 +112,5 @@ def export(
     if out is None:
         typer.echo(text, nl=False)
     else:
-        out.write_text(text, encoding="utf-8")
+        write_text_atomic(out, text)
         typer.echo(f"wrote {out}")

@@ -7,7 +7,11 @@ from typing import Annotated
 
 import typer
 
-from cotenant.cli.checks import dir_option
+from cotenant.cli.checks import dir_option, once_each
+from cotenant.policies.placement import PLACEMENT
+
+DEFAULT_POLICIES = ["random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd"]
+MAX_SYNTHETIC = 1_000_000  # pods or nodes drawn: over 100x openb's 8,152 pods and 1,213 nodes
 
 PodsOpt = Annotated[
     Path | None, typer.Option("--pods", help="openb pod list CSV (default: embedded synthetic)")
@@ -20,3 +24,15 @@ OutOpt = Annotated[
     Path | None, typer.Option("--out", callback=dir_option,
                               help="report directory (HTML + PNG); none if omitted")
 ]
+PolicyOpt = Annotated[
+    list[str] | None,
+    typer.Option("--policy", "-p", help="placement policy, repeatable (default: all six)"),
+]
+ParamsOpt = Annotated[
+    Path | None, typer.Option("--params", help="fitted synthetic parameters (JSON)")
+]
+
+
+def placement_policies(names: list[str] | None) -> list[str]:
+    """The placement policies asked for (their canonical names), each once."""
+    return once_each([PLACEMENT.canonical(n) for n in (names or DEFAULT_POLICIES)], "--policy")

@@ -21,8 +21,9 @@ from cotenant.policies.partition import PARTITION
 from cotenant.policies.partition.export import node_counts, to_json, to_mig_parted
 from cotenant.policies.partition.planner import DEFAULT_TIME_LIMIT, plan_spec
 from cotenant.policies.partition.reconfig import Reconfiguration, plan_steps
-from cotenant.report.html import write_report
+from cotenant.report.html import Figure, HtmlTable, render_report
 from cotenant.report.layouts import layout_plot
+from cotenant.report.output import ReportDir, write_text_atomic
 
 app = typer.Typer(help="Plan GPU partitions.", no_args_is_help=True)
 
@@ -35,23 +36,41 @@ def _load_yaml(path: Path) -> Any:
     return loads_yaml(text, str(path))
 
 
+FOLD_ROWS = 25
+"""A longer step list starts folded in the HTML report (plan.json has it whole)."""
+
+
 def _write_report(out: Path, data: dict[str, Any], planned: Deployment, gpu: str) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "plan.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
-    assert planned.gpu.mig is not None
-    picture = layout_plot(
-        tuple(g for g in planned.gpus if g.assignment), planned.gpu.mig,
-        out / "layouts.png", f"MIG layouts on {gpu}",
-    )
+    geometry = planned.gpu.mig
+    assert geometry is not None
+    settings = {
+        "solver": data["solver"],
+        "GPUs": data["gpus"],
+        "lower bound on GPUs": data["lower_bound"],
+        "proven optimal": data["optimal"],
+        "gap to the lower bound": f"{data['gap']:.1%}",
+        "solver time (s)": round(data["seconds"], 3),
+        "layouts (GPUs each)": data["layouts"],
+    }
     rows = [
         [r["name"], f"{r['demand_rps']:.1f}", f"{r['capacity_rps']:.1f}"] for r in data["services"]
     ]
-    notes = data.get("reconfiguration", {}).get("steps", [])
-    write_report(
-        out, f"MIG plan: {data['gpus']} x {gpu}",
-        {k: data[k] for k in ("solver", "gpus", "lower_bound", "optimal", "gap", "seconds")},
-        ["service", "demand req/s", "capacity req/s"], rows, [picture], notes,
-    )
+    tables = [HtmlTable(["service", "demand (req/s)", "planned capacity (req/s)"], rows)]
+    change = data.get("reconfiguration")
+    if change is not None:
+        steps = change["steps"]
+        settings["reconfiguration"] = f"{len(steps)} steps, {change['drained_gpus']} GPUs drained"
+        tables.append(HtmlTable(["#", "step"], [[str(n), s] for n, s in enumerate(steps, 1)],
+                                title="Reconfiguration steps, in order",
+                                folded=len(steps) > FOLD_ROWS))
+    with ReportDir(out) as report:
+        report.write_text("plan.json", json.dumps(data, indent=2))
+        picture = report.save("layouts.png", lambda p: layout_plot(
+            tuple(g for g in planned.gpus if g.assignment), geometry, p, f"MIG layouts on {gpu}"))
+        report.write_text("index.html", render_report(
+            f"MIG plan: {data['gpus']} x {gpu}", settings, tables,
+            [Figure(picture, "Each bar is a GPU layout across the GPU's memory slices; each box "
+                    "an instance with its profile and the service it serves.")]))
 
 
 @app.command("mig")
@@ -120,12 +139,10 @@ def mig(
             "steps": [str(step) for step in change.steps],
         }
     if save is not None:
-        save.write_text(yaml.safe_dump(deployment_document(planned), sort_keys=False), "utf-8")
+        write_text_atomic(save, yaml.safe_dump(deployment_document(planned), sort_keys=False))
     if mig_parted is not None:
-        mig_parted.write_text(
-            yaml.safe_dump(to_mig_parted(plan, spec.gpu.name, gpus_per_node), sort_keys=False),
-            encoding="utf-8",
-        )
+        write_text_atomic(mig_parted, yaml.safe_dump(
+            to_mig_parted(plan, spec.gpu.name, gpus_per_node), sort_keys=False))
         if gpus_per_node is not None:  # which label goes on how many nodes
             data["mig_parted_nodes"] = node_counts(plan, gpus_per_node)
     if out is not None:

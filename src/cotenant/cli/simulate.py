@@ -4,50 +4,43 @@ online/offline co-location simulation."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import os
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from cotenant.cli.checks import finite, once_each
+from cotenant.cli.checks import finite
 from cotenant.cli.colocation import colocation
-from cotenant.cli.options import JsonOpt, NodesOpt, OutOpt, PodsOpt
-from cotenant.errors import InputError
-from cotenant.policies.placement import PLACEMENT
-from cotenant.report.html import write_report
-from cotenant.report.plots import (
-    allocation_plot,
-    fragmentation_plot,
-    replay_plot,
+from cotenant.cli.options import (
+    MAX_SYNTHETIC,
+    JsonOpt,
+    NodesOpt,
+    OutOpt,
+    ParamsOpt,
+    PodsOpt,
+    PolicyOpt,
+    placement_policies,
 )
+from cotenant.cli.progress import announce, count, progress_bar
+from cotenant.cli.replay import replay
+from cotenant.errors import InputError
+from cotenant.report.html import Figure, HtmlTable, render_report
+from cotenant.report.output import ReportDir
+from cotenant.report.plots import allocation_plot, fragmentation_plot
 from cotenant.report.tables import (
     headers,
+    summary_caption,
     summary_rows,
     summary_tables,
 )
 from cotenant.sim.experiment import run_matrix, summarise
 from cotenant.sim.fragmentation import FragmentationConfig, FragmentationRun, check_gpu_demand
-from cotenant.sim.replay import ReplayConfig, check_samples, run_replay
 from cotenant.traces.source import load_workload
 
 app = typer.Typer(help="Run the trace-driven simulator.", no_args_is_help=False)
-DEFAULT_POLICIES = ["random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd"]
 MAX_DEMAND = 100.0  # x capacity: past this a typo, not an experiment, and a run without end
-MAX_SYNTHETIC = 1_000_000  # pods or nodes drawn: over 100x openb's 8,152 pods and 1,213 nodes
 
-PolicyOpt = Annotated[
-    list[str] | None,
-    typer.Option("--policy", "-p", help="placement policy, repeatable (default: all six)"),
-]
-ParamsOpt = Annotated[
-    Path | None, typer.Option("--params", help="fitted synthetic parameters (JSON)")
-]
-
-
-def _policies(names: list[str] | None) -> list[str]:
-    return once_each([PLACEMENT.canonical(n) for n in (names or DEFAULT_POLICIES)], "--policy")
 
 
 @app.callback(invoke_without_command=True)
@@ -77,7 +70,7 @@ def fragmentation(
     """
     if ctx.invoked_subcommand is not None:
         return
-    names = _policies(policy)
+    names = placement_policies(policy)
     workload = load_workload(
         pods,
         nodes,
@@ -91,16 +84,12 @@ def fragmentation(
     check_gpu_demand(workload.pods)  # before the progress bar, so the error is one line
     config = FragmentationConfig(demand_multiple=demand)
     seed_list = list(range(seed_start, seed_start + seeds))
-    err = Console(stderr=True)
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        disable=json_out and not err.is_terminal,
-    ) as progress:
-        task = progress.add_task("simulating", total=len(names) * len(seed_list))
+    total = len(names) * len(seed_list)
+    processes = min(total, workers or os.cpu_count() or 1)  # as run_matrix spreads them
+    announce(f"{count(total, 'run')} ({count(len(names), 'policy', 'policies')} x "
+             f"{count(len(seed_list), 'seed')}) in {count(processes, 'process', 'processes')}")
+    with progress_bar(json_out) as progress:
+        task = progress.add_task("simulating", total=total)
 
         def done(run: FragmentationRun) -> None:
             progress.update(task, advance=1, description=f"{run.policy} seed {run.seed}")
@@ -131,79 +120,25 @@ def fragmentation(
         console.print(*summary_tables(summary, report_at, "Fragmentation experiment",
                                       console.width))
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        title = "GPU allocation as the cluster fills"
-        images = [
-            allocation_plot(runs, out / "allocation.png", title),
-            fragmentation_plot(runs, out / "fragmentation.png", "Fragmentation (FGD measure)"),
-        ]
-        page = write_report(
-            out, "cotenant: fragmentation experiment", settings, headers(report_at),
-            summary_rows(summary), images,
-        )
-        (out / "summary.json").write_text(
-            json.dumps({"settings": settings, "policies": [s.as_dict() for s in summary]},
-                       indent=2)
-        )
-        Console(stderr=True).print(f"report: {page}")
+        data = {"settings": settings, "policies": [s.as_dict() for s in summary]}
+        table = HtmlTable(headers(report_at), summary_rows(summary),
+                          caption=summary_caption(report_at))
+        with ReportDir(out) as report:
+            figures = [
+                Figure(report.save("allocation.png", lambda p: allocation_plot(
+                    runs, p, "GPU allocation as the cluster fills")),
+                    "Share of the cluster's GPU capacity allocated as the arrived GPU demand "
+                    "grows; the dotted line is every arriving pod placed."),
+                Figure(report.save("fragmentation.png", lambda p: fragmentation_plot(
+                    runs, p, "Fragmentation")),
+                    "Free GPU capacity that the workload's typical pods could not use (FGD's "
+                    "measure), as the cluster fills."),
+            ]
+            report.write_text("summary.json", json.dumps(data, indent=2))
+            report.write_text("index.html", render_report(
+                "cotenant: fragmentation experiment", settings, [table], figures))
+        Console(stderr=True).print(f"report: {out / 'index.html'}")
 
 
-@app.command()
-def replay(
-    pods: PodsOpt = None,
-    nodes: NodesOpt = None,
-    policy: PolicyOpt = None,
-    seed: Annotated[int, typer.Option(min=0, help="seed for tie breaking")] = 42,
-    sample_every: Annotated[
-        float, typer.Option(min=1.0, callback=finite, help="seconds between samples")
-    ] = 3600.0,
-    params: ParamsOpt = None,
-    synthetic_pods: Annotated[int | None, typer.Option(min=1, max=MAX_SYNTHETIC)] = None,
-    synthetic_nodes: Annotated[int | None, typer.Option(min=1, max=MAX_SYNTHETIC)] = None,
-    json_out: JsonOpt = False,
-    out: OutOpt = None,
-) -> None:
-    """Time replay: pods arrive at creation_time and leave at deletion_time."""
-    names = _policies(policy)
-    workload = load_workload(
-        pods, nodes, params=params, synthetic_pods=synthetic_pods,
-        synthetic_nodes=synthetic_nodes,
-    )
-    config = ReplayConfig(sample_every=sample_every)
-    check_samples(workload.pods, config)  # before the progress bar, so the error is one line
-    runs = []
-    with Progress(console=Console(stderr=True), disable=json_out) as progress:
-        task = progress.add_task("replaying", total=len(names))
-        for name in names:
-            runs.append(run_replay(workload.cluster, workload.pods, name, seed, config))
-            progress.advance(task)
-    rows = [
-        {
-            "policy": r.policy,
-            "arrivals": r.arrivals,
-            "failed": r.failed,
-            "departures": r.departures,
-            "alloc_percent_mean": round(float(r.alloc_percent.mean()), 3),
-            "alloc_percent_max": round(float(r.alloc_percent.max()), 3),
-            "frag_percent_mean": round(float(r.frag_percent.mean()), 3),
-        }
-        for r in runs
-    ]
-    if json_out:
-        typer.echo(json.dumps({"workload": workload.description, "policies": rows}, indent=2))
-    else:
-        console = Console()
-        console.print(workload.description)
-        for row in rows:
-            console.print(row)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        image = replay_plot(runs, out / "replay.png", "Time replay")
-        page = write_report(
-            out, "cotenant: time replay", {"workload": workload.description, "seed": seed},
-            list(rows[0]), [[str(v) for v in row.values()] for row in rows], [image],
-        )
-        Console(stderr=True).print(f"report: {page}")
-
-
+app.command()(replay)
 app.command()(colocation)

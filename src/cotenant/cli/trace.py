@@ -14,6 +14,7 @@ import typer
 from cotenant.cli.checks import file_option, finite
 from cotenant.errors import InputError
 from cotenant.model.cluster import Cluster
+from cotenant.report.output import write_text_atomic
 from cotenant.traces.bursts import fit_alpha
 from cotenant.traces.genai import fit_genai, load_duty_cycles
 from cotenant.traces.openb import load_nodes, load_pods
@@ -61,7 +62,7 @@ def fit(
     """Fit synthetic-workload parameters to a trace (what the embedded default was made by)."""
     params = fit_openb(load_pods(pods), load_nodes(nodes), f"{pods.name} + {nodes.name}")
     try:
-        out.write_text(params.to_json(), encoding="utf-8")
+        write_text_atomic(out, params.to_json())
     except OSError as exc:
         raise InputError(str(out), f"cannot write parameters: {exc.strerror}") from exc
     typer.echo(f"wrote {out}: {len(params.shapes)} pod shapes, {len(params.node_types)} node types")
@@ -98,7 +99,7 @@ def genai(
     if out is not None:
         params = fit_genai(series, source=path.name)
         try:
-            out.write_text(params.to_json() + "\n", encoding="utf-8")
+            write_text_atomic(out, params.to_json() + "\n")
         except OSError as exc:
             raise InputError(str(out), f"cannot write parameters: {exc.strerror}") from exc
     if json_out:

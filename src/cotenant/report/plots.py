@@ -3,7 +3,11 @@
 * allocation curve: share of GPU capacity allocated against arrived GPU demand, mean over
   seeds, one line per policy (the FGD paper's Figure 9 style);
 * fragmentation curve: fragmented share of GPU capacity against arrived demand;
-* replay: allocation and fragmentation over simulated time.
+* replay: allocation and fragmentation over simulated time;
+* co-location: six measures per policy over simulated time, and the frontier.
+
+Every figure has one legend, under its panels, and its title; axes say what they count and in
+which unit, and a log axis is labelled across the data's range in plain decimals.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from cotenant.sim.colocation.frontier import FrontierPoint, pareto
 from cotenant.sim.colocation.records import ColocationRun
@@ -25,10 +31,17 @@ from cotenant.sim.replay import ReplayRun
 
 
 def _save(fig: Figure, path: Path) -> Path:
-    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _legend_below(fig: Figure, ax: Axes, columns: int = 6) -> None:
+    """One legend for the whole figure, under its panels, from ``ax``'s lines (the figure
+    needs ``layout="constrained"``)."""
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(columns, len(labels)),
+               frameon=False)
 
 
 def _by_policy(runs: Sequence[FragmentationRun]) -> dict[str, list[FragmentationRun]]:
@@ -49,25 +62,27 @@ def mean_curve(runs: Sequence[FragmentationRun]) -> tuple[np.ndarray, np.ndarray
 
 
 def allocation_plot(runs: Sequence[FragmentationRun], path: Path, title: str) -> Path:
-    fig, (full, zoom) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (full, zoom) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
     for policy, mine in _by_policy(runs).items():
         xs, ys = mean_curve(mine)
         full.plot(xs, ys, label=policy)
         keep = xs >= 80
         zoom.plot(xs[keep], ys[keep], label=policy)
-    full.plot([0, 100], [0, 100], color="grey", linestyle=":", linewidth=0.8, label="ideal")
+    full.plot([0, 100], [0, 100], color="grey", linestyle=":", linewidth=0.8,
+              label="every arriving pod placed")
     for ax in (full, zoom):
         ax.set_xlabel("arrived GPU demand (% of capacity)")
         ax.set_ylabel("GPU capacity allocated (%)")
         ax.grid(alpha=0.3)
-    full.set_title(title)
-    zoom.set_title("zoom: 80% demand and beyond")
-    zoom.legend(fontsize=8)
+    full.set_title("whole run")
+    zoom.set_title("from 80% demand on")
+    fig.suptitle(f"{title} (mean over seeds)")
+    _legend_below(fig, full, columns=4)
     return _save(fig, path)
 
 
 def fragmentation_plot(runs: Sequence[FragmentationRun], path: Path, title: str) -> Path:
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = plt.subplots(figsize=(6.5, 4.2), layout="constrained")
     for policy, runs_of_policy in _by_policy(runs).items():
         mine = [r for r in runs_of_policy if r.frag_percent.size]  # a run that drew no pod
         if not mine:
@@ -84,28 +99,31 @@ def fragmentation_plot(runs: Sequence[FragmentationRun], path: Path, title: str)
         ax.plot(xs, ys, label=policy)
     ax.set_xlabel("arrived GPU demand (% of capacity)")
     ax.set_ylabel("fragmented GPU capacity (%)")
-    ax.set_title(title)
+    ax.set_title(f"{title} (mean over seeds)")
     ax.grid(alpha=0.3)
     if ax.lines:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, title="policy", title_fontsize=8)
     else:
         ax.text(0.5, 0.5, "no run drew a pod", ha="center", transform=ax.transAxes)
     return _save(fig, path)
 
 
 def replay_plot(runs: Sequence[ReplayRun], path: Path, title: str) -> Path:
-    fig, (alloc, frag) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (alloc, frag) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
     for run in runs:
         hours = (run.times - (run.times[0] if run.times.size else 0.0)) / 3600.0
-        alloc.plot(hours, run.alloc_percent, label=f"{run.policy} (seed {run.seed})")
-        frag.plot(hours, run.frag_percent, label=f"{run.policy} (seed {run.seed})")
+        alloc.plot(hours, run.alloc_percent, label=run.policy)
+        frag.plot(hours, run.frag_percent, label=run.policy)
     alloc.set_ylabel("GPU capacity allocated (%)")
     frag.set_ylabel("fragmented GPU capacity (%)")
+    alloc.set_title("allocated")
+    frag.set_title("fragmented (FGD measure)")
     for ax in (alloc, frag):
-        ax.set_xlabel("simulated time (hours)")
+        ax.set_xlabel("hours since the first pod")
         ax.grid(alpha=0.3)
-    alloc.set_title(title)
-    frag.legend(fontsize=8)
+    seeds = sorted({run.seed for run in runs})
+    fig.suptitle(f"{title} (seed {', '.join(map(str, seeds))})")
+    _legend_below(fig, alloc)
     return _save(fig, path)
 
 
@@ -161,3 +179,11 @@ def frontier_plot(points: Sequence[FrontierPoint], path: Path, title: str) -> Pa
     ax.set_title(title)
     ax.legend(fontsize=8)
     return _save(fig, path)
+
+
+def decimal_log_axis(ax: Axes) -> None:
+    """Label a log x axis at 1, 2 and 5 of every decade in plain decimals (0.02, 0.5, 10),
+    so a range under 1 reads as well as one above it."""
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.10g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())

@@ -9,7 +9,7 @@ wraps at its spaces before any cell is narrowed. Rich alone would shorten every 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from rich import box
 from rich.table import Table
@@ -20,11 +20,11 @@ from cotenant.sim.experiment import PolicySummary
 HEADERS = (
     "policy",
     "seeds",
-    "alloc%@{at}",
+    "alloc. % at {at}%",
     "std",
-    "alloc%@end",
-    "frag%@{at}",
-    "failed",
+    "alloc. % at end",
+    "frag. % at {at}%",
+    "failed pods",
 )
 
 
@@ -38,6 +38,11 @@ def summary_rows(summary: Sequence[PolicySummary]) -> list[list[str]]:
         ]
         for s in summary
     ]
+
+
+def counts(mapping: Mapping[str, object]) -> str:
+    """``{reason: count}`` as a reader writes it: ``reason: 37; other: 2`` (``none`` if empty)."""
+    return "; ".join(f"{k}: {v}" for k, v in mapping.items()) or "none"
 
 
 def _float(value: object) -> float:
@@ -108,12 +113,18 @@ def headers(at_percent: int) -> list[str]:
     return [h.format(at=at_percent) for h in HEADERS]
 
 
+def summary_caption(at_percent: int) -> str:
+    return (f"alloc. % and frag. %: the share of GPU capacity allocated and fragmented when the "
+            f"arrived demand is {at_percent}% of capacity, mean over seeds (std: its standard "
+            "deviation, in points); at end: allocated when all pods have arrived; failed pods: "
+            "pods no node could take, mean over seeds")
+
+
 def summary_tables(summary: Sequence[PolicySummary], at_percent: int, title: str,
                    width: int) -> list[Table]:
     """The fragmentation summary for a console ``width`` wide, the best policy in green."""
     best = max((s.alloc_mean for s in summary if s.reached), default=0.0)
-    caption = (f"GPU capacity allocated (alloc%) and fragmented (frag%) when arrived demand "
-               f"is {at_percent}% of capacity, and allocated at the end")
+    caption = summary_caption(at_percent)
     if not all(s.reached for s in summary):
         caption += (f"; n/a: no pod arrived within 1% of {at_percent}% demand (pods large "
                     "against the cluster jump past it): try another --report-at")
@@ -193,3 +204,31 @@ def frontier_tables(points: Sequence[FrontierPoint], width: int) -> list[Table]:
         "no other setting of the policy adds fewer or equal late requests and does more or "
         "equal offline work", left=("policy", "setting"), keys=2,
     )
+
+
+REPLAY_HEADERS = ("policy", "arrivals", "failed", "departures", "alloc. % mean", "alloc. % peak",
+                  "frag. % mean", "running pods peak")
+REPLAY_CAPTION = (
+    "alloc. % and frag. %: the share of the cluster's GPU capacity allocated and fragmented "
+    "(FGD's measure), over the samples taken every --sample-every seconds (a peak between two "
+    "samples is missed); failed: pods no node could take when they arrived; "
+    "running pods: pods placed and not yet gone"
+)
+
+
+def replay_rows(rows: Sequence[Mapping[str, object]]) -> tuple[list[str], list[list[str]]]:
+    """Headers and string rows of time-replay summaries (``cotenant simulate replay``)."""
+    keys = ("arrivals", "failed", "departures")
+    body = [
+        [str(r["policy"]), *(f"{r[k]:,}" for k in keys),
+         *(_fixed(_float(r[k]), 3) for k in ("alloc_percent_mean", "alloc_percent_max",
+                                             "frag_percent_mean")),
+         f"{r['running_max']:,}"]
+        for r in rows
+    ]
+    return list(REPLAY_HEADERS), body
+
+
+def replay_tables(rows: Sequence[Mapping[str, object]], width: int) -> list[Table]:
+    head, body = replay_rows(rows)
+    return fitted_tables(head, body, width, title="Time replay", caption=REPLAY_CAPTION)

@@ -5,12 +5,19 @@ that fits nowhere is counted as failed, never dropped silently) and returns its 
 follow-up event; departures at a time stamp run before arrivals at it. Every ``sample_every``
 simulated seconds the allocated GPU share, the fragmented share (FGD's measure over the
 workload's typical pods) and the running pods are recorded.
+
+A pod list sampled from a cluster's pods (openb's) keeps their times but not their
+concurrency: its pods alive at once may ask for a tiny share of the cluster, and then every
+policy places every pod. :func:`peak_demand` measures that share from the trace alone;
+:func:`speed_up_arrivals` (arrivals closer together, lifetimes kept) and :func:`sample_nodes`
+(a smaller cluster of the same node mix) raise it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -50,6 +57,77 @@ class ReplayRun:
     arrivals: int
     failed: int
     departures: int
+
+
+@dataclass(frozen=True)
+class PeakDemand:
+    """The most the trace's pods ask for at one moment, whatever the placement."""
+
+    pods: int
+    """Pods alive at once (``creation_time <= t < deletion_time``), at most."""
+    gpu_percent: float
+    """Their GPU demand, as a share of the cluster's GPU capacity (%), at most."""
+
+
+def peak_demand(cluster: Cluster, pods: Sequence[Pod]) -> PeakDemand:
+    """Sweep the pods' lifetimes: the most pods alive at once and the most GPU demand alive
+    at once (a pod without a deletion time stays to the end)."""
+    events = sorted(
+        [(p.creation_time, 1, p.shape.gpu_milli_total) for p in pods]
+        + [(p.deletion_time, -1, -p.shape.gpu_milli_total)
+           for p in pods if p.deletion_time is not None]
+    )  # at one time stamp departures (-1) come first, as in the replay
+    alive = milli = most_pods = most_milli = 0
+    for _, step, gpu in events:
+        alive += step
+        milli += gpu
+        most_pods, most_milli = max(most_pods, alive), max(most_milli, milli)
+    return PeakDemand(most_pods, 100.0 * most_milli / cluster.total_gpu_milli)
+
+
+def speed_up_arrivals(pods: Sequence[Pod], factor: float) -> list[Pod]:
+    """Pods arriving ``factor`` times as fast (their gaps from the first arrival divided by
+    ``factor``), each keeping its lifetime: about ``factor`` times as many alive at once."""
+    if not (math.isfinite(factor) and factor >= 1.0):
+        raise InputError("--arrival-speedup", f"{factor} must be a finite number >= 1")
+    start = min((p.creation_time for p in pods), default=0)
+    out = []
+    for pod in pods:
+        born = start + round((pod.creation_time - start) / factor)
+        end = None if pod.deletion_time is None else born + (pod.deletion_time - pod.creation_time)
+        out.append(replace(pod, creation_time=born, deletion_time=end))
+    return out
+
+
+MAX_SPEEDUP = 1e6
+"""The largest arrival speed-up :func:`speedup_for` tries: a year of arrivals in 30 s."""
+
+
+def speedup_for(cluster: Cluster, pods: Sequence[Pod], target_pct: float) -> float | None:
+    """About the arrival speed-up at which the pods alive at once ask for ``target_pct`` of
+    the cluster's GPUs (bisection on a log scale: more speed-up, more pods alive at once,
+    though not in proportion, as a few long pods weigh more than many short ones); None
+    where even :data:`MAX_SPEEDUP` falls short."""
+    if peak_demand(cluster, speed_up_arrivals(pods, MAX_SPEEDUP)).gpu_percent < target_pct:
+        return None
+    low, high = 0.0, math.log(MAX_SPEEDUP)
+    for _ in range(30):
+        mid = (low + high) / 2
+        if peak_demand(cluster, speed_up_arrivals(pods, math.exp(mid))).gpu_percent < target_pct:
+            low = mid
+        else:
+            high = mid
+    return math.exp(high)
+
+
+def sample_nodes(cluster: Cluster, fraction: float, rng: np.random.Generator) -> Cluster:
+    """A cluster of ``fraction`` of the nodes (at least one), drawn without replacement by
+    ``rng``: the same mix of node types, smaller."""
+    if not (math.isfinite(fraction) and 0.0 < fraction <= 1.0):
+        raise InputError("--cluster-fraction", f"{fraction} must be in (0, 1]")
+    keep = max(1, round(fraction * cluster.size))
+    chosen = np.sort(rng.choice(cluster.size, size=keep, replace=False))
+    return Cluster([cluster.nodes[i] for i in chosen])
 
 
 MAX_SAMPLES = 1_000_000

@@ -327,6 +327,35 @@ def test_replay_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert 0.0 <= row["alloc_percent_mean"] <= row["alloc_percent_max"] <= 100.0
 
 
+def test_replay_says_when_the_trace_asks_too_little_and_how_to_ask_more(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Pods that never overlap on a 100-GPU cluster: a peak of 1%, every policy alike."""
+    rows = "".join(f"p{i},1000,2048,1,1000,,LS,Running,{100 * i},{100 * i + 50},0\n"
+                   for i in range(20))
+    pods = tmp_path / "pods.csv"
+    pods.write_text(PODS.splitlines(keepends=True)[0] + rows, encoding="utf-8")
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
+        f"n{i},96000,393216,4,V100M32\n" for i in range(25)), encoding="utf-8")
+    code, out, _ = run(capsys, "simulate", "replay", "--pods", str(pods), "--nodes", str(nodes),
+                       "-p", "fgd", "--sample-every", "10", "--json")
+    assert code == 0
+    data = json.loads(out)
+    (note,) = data["notes"]
+    assert "1 pod alive at once, asking for 1.00% of the cluster's GPUs" in note
+    assert "--arrival-speedup" not in note  # 20 pods of 1 GPU never ask half of 100 GPUs
+    assert "--cluster-fraction 0.02" in note
+    assert data["policies"][0]["running_max"] == 1
+    code, out, _ = run(capsys, "simulate", "replay", "--pods", str(pods), "--nodes", str(nodes),
+                       "-p", "fgd", "--sample-every", "10", "--cluster-fraction", "0.04",
+                       "--json")
+    data = json.loads(out)
+    assert data["settings"]["GPUs"] == 4
+    assert data["notes"] == ["the trace's busiest moment: 1 pod alive at once, asking for "
+                             "25.00% of the cluster's GPUs"]
+
+
 # --- trace ---------------------------------------------------------------------------------------
 
 

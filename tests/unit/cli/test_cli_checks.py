@@ -3,6 +3,7 @@ usage errors, numbers that are not finite, negative seeds, report paths that can
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import tarfile
@@ -93,6 +94,42 @@ def test_out_that_is_a_file_fails_before_the_run(
         assert line.startswith("cotenant: error: --out: ")
         assert rule in line
     assert taken.read_text(encoding="utf-8") == "mine"
+
+
+@pytest.mark.skipif(not Path("/proc/self").exists(), reason="no /proc here")
+@pytest.mark.parametrize(
+    "command",
+    [["simulate"], ["simulate", "replay"], ["simulate", "colocation"], ["plan", "mig", "x.yaml"]],
+)
+def test_out_where_nothing_can_be_made_fails_before_the_run(
+    capsys: Capsys, command: list[str]
+) -> None:
+    """/proc's mode lets root write; only trying shows it cannot: refused at once, not after
+    the run."""
+    code, out, err = run(capsys, *command, "--out", "/proc/x")
+    assert code == 2
+    assert out == ""
+    line = assert_one_error_line(err)
+    assert line.startswith("cotenant: error: --out: cannot write in /proc")
+
+
+def test_a_full_disk_while_writing_the_report_names_the_file_and_leaves_nothing(
+    capsys: Capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(runs: object, path: Path, title: str) -> Path:
+        path.write_bytes(b"")  # an empty PNG, as a full disk leaves it
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("cotenant.cli.simulate.fragmentation_plot", full)
+    target = tmp_path / "report"
+    code, _, err = run(capsys, "simulate", "--synthetic-pods", "200", "--synthetic-nodes", "10",
+                       "--seeds", "1", "-p", "fgd", "--workers", "1", "--out", str(target))
+    assert code == 1
+    line = err.strip().splitlines()[-1]  # after the runs' count and the bar
+    assert "Traceback" not in err
+    assert line == f"cotenant: error: {target / 'fragmentation.png'}: No space left on device"
+    assert not target.exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(
