@@ -1,40 +1,85 @@
 """Entry point: ``cotenant``. Every :class:`CotenantError` and every usage error (an unknown
 option, a value out of range) becomes one line on stderr and exit code 2; a file the system
 refuses (no space, no permission) one line and exit code 1. No traceback reaches the user for
-bad input."""
+bad input.
+
+The command groups are loaded when they run, not when ``cotenant`` starts: each lives in its
+own module (``cotenant.cli.<group>``), which imports what its commands need (numpy, pandas,
+matplotlib, the simulator). ``cotenant --help`` lists them from :data:`COMMANDS` without
+importing any, so it and ``cotenant version`` start in a fraction of the time.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
+import typer.core
+import typer.main
 
 from cotenant import __version__
-from cotenant.cli import agent, mig, perf, plan, simulate, trace
 from cotenant.errors import CotenantError
-from cotenant.policies.placement import PLACEMENT
+
+COMMANDS: dict[str, str] = {  # in the order --help lists them
+    "policies": "List the registered placement policies.",
+    "simulate": "Run the trace-driven simulator.",
+    "trace": "Inspect and fit cluster traces.",
+    "mig": "MIG profiles and layouts.",
+    "plan": "Plan GPU partitions.",
+    "agent": "The node agent: MPS, MIG, workloads, metrics.",
+    "perf": "Inspect the performance models.",
+}
+"""Each command group by name (module ``cotenant.cli.<name>``, its typer app ``app``) with the
+one line ``cotenant --help`` shows for it; a test checks the line is the group's own. A module
+whose only command has the group's name (``policies``) is that command."""
+
+
+class LazyGroup(typer.core.TyperGroup):
+    """The top-level group: the commands of :data:`COMMANDS` are imported when one runs. While
+    it formats its help it lists them by their line alone."""
+
+    listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*COMMANDS, *super().list_commands(ctx)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return super().get_command(ctx, cmd_name)
+        if self.listing:
+            return typer.core.TyperCommand(cmd_name, help=COMMANDS[cmd_name])
+        sub: typer.Typer = importlib.import_module(f"cotenant.cli.{cmd_name}").app
+        names = [c.name or (c.callback.__name__ if c.callback else "")
+                 for c in sub.registered_commands]
+        if names == [cmd_name] and not sub.registered_groups:
+            return typer.main.get_command(sub)  # a module of one command by the same name
+        group = typer.main.get_group(sub)  # a group, even of one command (plan mig)
+        group.name = cmd_name
+        return group
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
+
 
 app = typer.Typer(
     name="cotenant",
+    cls=LazyGroup,
     help="GPU sharing for deep-learning clusters: placement, co-location, MIG, simulation.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.add_typer(simulate.app, name="simulate")
-app.add_typer(trace.app, name="trace")
-app.add_typer(mig.app, name="mig")
-app.add_typer(plan.app, name="plan")
-app.add_typer(agent.app, name="agent")
-app.add_typer(perf.app, name="perf")
 
 
-@app.command()
-def policies() -> None:
-    """List the registered placement policies."""
-    for name in PLACEMENT.names():
-        typer.echo(name)
+@app.callback()
+def _root() -> None:
+    """GPU sharing for deep-learning clusters: placement, co-location, MIG, simulation."""
 
 
 @app.command()
