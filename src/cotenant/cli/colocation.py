@@ -27,15 +27,16 @@ from cotenant.cli.checks import finite, once_each
 from cotenant.cli.options import JsonOpt, NodesOpt, OutOpt, PodsOpt
 from cotenant.errors import InputError
 from cotenant.policies.colocation import COLOCATION
-from cotenant.report.html import Figure, HtmlTable, render_report
-from cotenant.report.output import ReportDir
-from cotenant.report.plots import colocation_plot, frontier_plot
-from cotenant.report.tables import (
+from cotenant.report.colocation import (
+    colocation_plot,
     colocation_rows,
     colocation_tables,
+    frontier_plot,
     frontier_rows,
     frontier_tables,
 )
+from cotenant.report.html import Figure, HtmlTable, render_report
+from cotenant.report.output import ReportDir
 from cotenant.sim.colocation.frontier import frontier, settings, verdict
 from cotenant.sim.colocation.inputs import workload_of
 from cotenant.sim.colocation.records import ColocationRun, common_jct
@@ -48,7 +49,10 @@ from cotenant.sim.colocation.scenario import (
 )
 from cotenant.sim.colocation.workload import ColocationWorkload
 
+app = typer.Typer()
 
+
+@app.command()
 def colocation(
     config: Annotated[Path | None, typer.Option(
         "--config", help="a ColocationScenario file (YAML); the flags below override it")] = None,

@@ -3,73 +3,38 @@ option, a value out of range) becomes one line on stderr and exit code 2; a file
 refuses (no space, no permission) one line and exit code 1. No traceback reaches the user for
 bad input.
 
-The command groups are loaded when they run, not when ``cotenant`` starts: each lives in its
-own module (``cotenant.cli.<group>``), which imports what its commands need (numpy, pandas,
-matplotlib, the simulator). ``cotenant --help`` lists them from :data:`COMMANDS` without
+The command groups are loaded when they run, not when ``cotenant`` starts
+(:mod:`cotenant.cli.lazy`): ``cotenant --help`` lists them from :data:`COMMANDS` without
 importing any, so it and ``cotenant version`` start in a fraction of the time.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import typer
-import typer.core
-import typer.main
 
 from cotenant import __version__
+from cotenant.cli.lazy import lazy_group
 from cotenant.errors import CotenantError
 
-COMMANDS: dict[str, str] = {  # in the order --help lists them
-    "policies": "List the registered placement policies.",
-    "simulate": "Run the trace-driven simulator.",
-    "trace": "Inspect and fit cluster traces.",
-    "mig": "MIG profiles and layouts.",
-    "plan": "Plan GPU partitions.",
-    "agent": "The node agent: MPS, MIG, workloads, metrics.",
-    "perf": "Inspect the performance models.",
+COMMANDS: dict[str, tuple[str, str]] = {  # in the order --help lists them
+    "policies": ("cotenant.cli.policies", "List the registered placement policies."),
+    "simulate": ("cotenant.cli.simulate", "Run the trace-driven simulator."),
+    "trace": ("cotenant.cli.trace", "Inspect and fit cluster traces."),
+    "mig": ("cotenant.cli.mig", "MIG profiles and layouts."),
+    "plan": ("cotenant.cli.plan", "Plan GPU partitions."),
+    "agent": ("cotenant.cli.agent", "The node agent: MPS, MIG, workloads, metrics."),
+    "perf": ("cotenant.cli.perf", "Inspect the performance models."),
 }
-"""Each command group by name (module ``cotenant.cli.<name>``, its typer app ``app``) with the
-one line ``cotenant --help`` shows for it; a test checks the line is the group's own. A module
-whose only command has the group's name (``policies``) is that command."""
-
-
-class LazyGroup(typer.core.TyperGroup):
-    """The top-level group: the commands of :data:`COMMANDS` are imported when one runs. While
-    it formats its help it lists them by their line alone."""
-
-    listing = False
-
-    def list_commands(self, ctx: Any) -> list[str]:
-        return [*COMMANDS, *super().list_commands(ctx)]
-
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        if cmd_name not in COMMANDS:
-            return super().get_command(ctx, cmd_name)
-        if self.listing:
-            return typer.core.TyperCommand(cmd_name, help=COMMANDS[cmd_name])
-        sub: typer.Typer = importlib.import_module(f"cotenant.cli.{cmd_name}").app
-        names = [c.name or (c.callback.__name__ if c.callback else "")
-                 for c in sub.registered_commands]
-        if names == [cmd_name] and not sub.registered_groups:
-            return typer.main.get_command(sub)  # a module of one command by the same name
-        group = typer.main.get_group(sub)  # a group, even of one command (plan mig)
-        group.name = cmd_name
-        return group
-
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        self.listing = True
-        try:
-            super().format_help(ctx, formatter)
-        finally:
-            self.listing = False
+"""Each command group: its module (with a typer app ``app``) and the one line ``cotenant
+--help`` shows for it; a test checks the line is the group's own."""
 
 
 app = typer.Typer(
     name="cotenant",
-    cls=LazyGroup,
+    cls=lazy_group(COMMANDS),
     help="GPU sharing for deep-learning clusters: placement, co-location, MIG, simulation.",
     no_args_is_help=True,
     add_completion=False,

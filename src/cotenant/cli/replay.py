@@ -47,6 +47,10 @@ TARGET_PEAK_PCT = 50.0
 """What the note's suggested scale aims at: about half the cluster asked for at the peak."""
 
 
+app = typer.Typer()
+
+
+@app.command()
 def replay(
     pods: PodsOpt = None,
     nodes: NodesOpt = None,

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from cotenant.cli.checks import finite
-from cotenant.cli.colocation import colocation
+from cotenant.cli.lazy import lazy_group
 from cotenant.cli.options import (
     MAX_SYNTHETIC,
     JsonOpt,
@@ -23,7 +23,6 @@ from cotenant.cli.options import (
     placement_policies,
 )
 from cotenant.cli.progress import announce, count, progress_bar
-from cotenant.cli.replay import replay
 from cotenant.errors import InputError
 from cotenant.report.html import Figure, HtmlTable, render_report
 from cotenant.report.output import ReportDir
@@ -38,7 +37,16 @@ from cotenant.sim.experiment import run_matrix, summarise
 from cotenant.sim.fragmentation import FragmentationConfig, FragmentationRun, check_gpu_demand
 from cotenant.traces.source import load_workload
 
-app = typer.Typer(help="Run the trace-driven simulator.", no_args_is_help=False)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "replay": ("cotenant.cli.replay",
+               "Time replay: pods arrive at creation_time and leave at deletion_time."),
+    "colocation": ("cotenant.cli.colocation", "Online/offline co-location: dedicated GPUs, "
+                   "fixed-split MPS, time slicing, MuxFlow."),
+}
+"""The simulators beside the fragmentation experiment, loaded when they run: the placement
+experiment does not import the co-location simulator, nor the other way round."""
+app = typer.Typer(help="Run the trace-driven simulator.", no_args_is_help=False,
+                  cls=lazy_group(SUBCOMMANDS))
 MAX_DEMAND = 100.0  # x capacity: past this a typo, not an experiment, and a run without end
 
 
@@ -139,6 +147,3 @@ def fragmentation(
                 "cotenant: fragmentation experiment", settings, [table], figures))
         Console(stderr=True).print(f"report: {out / 'index.html'}")
 
-
-app.command()(replay)
-app.command()(colocation)

@@ -16,7 +16,7 @@ from matplotlib.patches import Rectangle
 
 from cotenant.model.deployment import GpuPlan
 from cotenant.model.mig import MigGeometry
-from cotenant.report.plots import _save
+from cotenant.report.plots import save
 
 
 def layout_plot(
@@ -58,4 +58,4 @@ def layout_plot(
     idle = Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//",
                      label="instance serving no service (idle)")
     fig.legend(handles=[idle], loc="outside lower right", fontsize=9, frameon=False)
-    return _save(fig, path)
+    return save(fig, path)

@@ -3,8 +3,10 @@
 * allocation curve: share of GPU capacity allocated against arrived GPU demand, mean over
   seeds, one line per policy (the FGD paper's Figure 9 style);
 * fragmentation curve: fragmented share of GPU capacity against arrived demand;
-* replay: allocation and fragmentation over simulated time;
-* co-location: six measures per policy over simulated time, and the frontier.
+* replay: allocation and fragmentation over simulated time.
+
+The co-location figures are in :mod:`cotenant.report.colocation`, with the co-location
+tables, so that the other reports do not import the co-location simulator.
 
 Every figure has one legend, under its panels, and its title; axes say what they count and in
 which unit, and a log axis is labelled across the data's range in plain decimals.
@@ -24,19 +26,17 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from cotenant.sim.colocation.frontier import FrontierPoint, pareto
-from cotenant.sim.colocation.records import ColocationRun
 from cotenant.sim.fragmentation import FragmentationRun
 from cotenant.sim.replay import ReplayRun
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save(fig: Figure, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def _legend_below(fig: Figure, ax: Axes, columns: int = 6) -> None:
+def legend_below(fig: Figure, ax: Axes, columns: int = 6) -> None:
     """One legend for the whole figure, under its panels, from ``ax``'s lines (the figure
     needs ``layout="constrained"``)."""
     handles, labels = ax.get_legend_handles_labels()
@@ -77,8 +77,8 @@ def allocation_plot(runs: Sequence[FragmentationRun], path: Path, title: str) ->
     full.set_title("whole run")
     zoom.set_title("from 80% demand on")
     fig.suptitle(f"{title} (mean over seeds)")
-    _legend_below(fig, full, columns=4)
-    return _save(fig, path)
+    legend_below(fig, full, columns=4)
+    return save(fig, path)
 
 
 def fragmentation_plot(runs: Sequence[FragmentationRun], path: Path, title: str) -> Path:
@@ -105,7 +105,7 @@ def fragmentation_plot(runs: Sequence[FragmentationRun], path: Path, title: str)
         ax.legend(fontsize=8, title="policy", title_fontsize=8)
     else:
         ax.text(0.5, 0.5, "no run drew a pod", ha="center", transform=ax.transAxes)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def replay_plot(runs: Sequence[ReplayRun], path: Path, title: str) -> Path:
@@ -123,62 +123,8 @@ def replay_plot(runs: Sequence[ReplayRun], path: Path, title: str) -> Path:
         ax.grid(alpha=0.3)
     seeds = sorted({run.seed for run in runs})
     fig.suptitle(f"{title} (seed {', '.join(map(str, seeds))})")
-    _legend_below(fig, alloc)
-    return _save(fig, path)
-
-
-def colocation_plot(runs: Sequence[ColocationRun], path: Path, title: str) -> Path:
-    """Per policy over simulated time (hourly means of the per-interval values): GPU
-    utilisation, SM activity, memory used, SLO violations, online out-of-memory, offline
-    throughput."""
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
-    panels = [
-        ("utilisation", 100.0, "GPU utilisation (% of time a kernel runs)"),
-        ("sm_activity", 100.0, "SM activity (%)"),
-        ("memory_used", 100.0, "GPU memory used (%)"),
-        ("late_share", 100.0, "online requests over their SLO (%)"),
-        ("oom_rate", 100.0, "online services out of memory (%)"),
-        ("offline_throughput", 1.0, "offline throughput (GPU-equivalents per GPU)"),
-    ]
-    for run in runs:
-        per_hour = max(1, round(3600 / run.interval_s))
-        starts = np.arange(0, len(run.utilisation), per_hour)
-        sizes = np.diff(np.append(starts, len(run.utilisation)))
-        for ax, (name, scale, _) in zip(axes.flat, panels, strict=True):
-            values = (np.divide(run.late_requests, run.requests, out=np.zeros(len(run.requests)),
-                                where=run.requests > 0) if name == "late_share"
-                      else np.asarray(getattr(run, name), dtype=np.float64))
-            ax.plot((starts + sizes / 2) / per_hour,  # each hour's mean at its middle
-                    scale * np.add.reduceat(values, starts) / sizes, label=run.policy)
-    for ax, (_, _, label) in zip(axes.flat, panels, strict=True):
-        ax.set_ylabel(label)
-        ax.set_xlabel("simulated time (hours)")
-        ax.grid(alpha=0.3)
-    axes[0, 0].set_title(title)
-    axes[1, 2].legend(fontsize=8)
-    return _save(fig, path)
-
-
-def frontier_plot(points: Sequence[FrontierPoint], path: Path, title: str) -> Path:
-    """Offline throughput against added late requests, every setting as a dot and each
-    policy's Pareto front as a line (late requests on a log axis)."""
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    front = pareto(points)
-    for i, policy in enumerate(dict.fromkeys(p.policy for p in points)):
-        colour = f"C{i}"
-        mine = [p for p in points if p.policy == policy]
-        ax.scatter([max(p.added_violation_pct, 1e-3) for p in mine],
-                   [p.offline_throughput for p in mine], color=colour, alpha=0.45, s=18)
-        line = [p for p in front if p.policy == policy]
-        ax.plot([max(p.added_violation_pct, 1e-3) for p in line],
-                [p.offline_throughput for p in line], color=colour, marker="o", label=policy)
-    ax.set_xscale("log")
-    ax.set_xlabel("requests late beyond the dedicated deployment's (percentage points, log)")
-    ax.set_ylabel("offline throughput (GPU-equivalents per GPU)")
-    ax.grid(alpha=0.3, which="both")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    return _save(fig, path)
+    legend_below(fig, alloc)
+    return save(fig, path)
 
 
 def decimal_log_axis(ax: Axes) -> None:

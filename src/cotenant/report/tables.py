@@ -1,4 +1,6 @@
-"""Result tables as plain rows (for JSON and HTML) and as rich tables (for the terminal).
+"""Result tables as plain rows (for JSON and HTML) and as rich tables (for the terminal): the
+fitting of any table to the console, and the placement experiment's and the replay's rows
+(the co-location rows are in :mod:`cotenant.report.colocation`).
 
 A terminal table never cuts a figure short: where the columns do not fit the console's width,
 the table is split into several, each repeating the key columns (the policy), and a header
@@ -14,7 +16,6 @@ from collections.abc import Collection, Mapping, Sequence
 from rich import box
 from rich.table import Table
 
-from cotenant.sim.colocation.frontier import FrontierPoint, pareto
 from cotenant.sim.experiment import PolicySummary
 
 HEADERS = (
@@ -33,8 +34,8 @@ def summary_rows(summary: Sequence[PolicySummary]) -> list[list[str]]:
         [
             s.policy,
             str(s.seeds),
-            *(_fixed(v, 2) for v in (s.alloc_mean, s.alloc_std, s.alloc_final, s.frag_mean)),
-            _fixed(s.failed_pods, 1),  # a mean over seeds, as the JSON has it
+            *(fixed(v, 2) for v in (s.alloc_mean, s.alloc_std, s.alloc_final, s.frag_mean)),
+            fixed(s.failed_pods, 1),  # a mean over seeds, as the JSON has it
         ]
         for s in summary
     ]
@@ -45,12 +46,12 @@ def counts(mapping: Mapping[str, object]) -> str:
     return "; ".join(f"{k}: {v}" for k, v in mapping.items()) or "none"
 
 
-def _float(value: object) -> float:
+def number(value: object) -> float:
     """A summary figure as a float; None (nothing to measure) as NaN."""
     return float(value) if isinstance(value, int | float) else math.nan
 
 
-def _fixed(value: float, digits: int) -> str:
+def fixed(value: float, digits: int) -> str:
     return f"{value:.{digits}f}" if math.isfinite(value) else "n/a"
 
 
@@ -134,78 +135,6 @@ def summary_tables(summary: Sequence[PolicySummary], at_percent: int, title: str
     )
 
 
-COLOCATION_HEADERS = (
-    "policy", "util %", "SM act. %", "mem %", "late req. %", "added late %", "late GPU-min %",
-    "online OOM", "offline tput", "jobs done", "JCT mean (min)", "JCT common (min)", "pauses",
-    "throttles", "evictions", "share changes", "faults",
-)
-
-
-def colocation_rows(rows: Sequence[dict[str, object]]) -> tuple[list[str], list[list[str]]]:
-    """Headers and string rows of co-location summaries (``ColocationRun.summary()``, with
-    ``added_violation_pct`` over dedicated where the caller has it)."""
-    body = []
-    for r in rows:
-        faults = r["faults"]
-        injected = sum(
-            v for k, v in faults.items() if k.endswith(":injected")
-        ) if isinstance(faults, dict) else 0
-        body.append([
-            str(r["policy"]), f"{r['utilisation_pct']:.2f}", f"{r['sm_activity_pct']:.2f}",
-            f"{r['memory_used_pct']:.2f}", f"{r['slo_violation_pct']:.3f}",
-            _fixed(_float(r.get("added_violation_pct")), 3),
-            f"{r['gpu_minute_violation_pct']:.3f}",
-            str(r.get("online_oom_intervals", 0)), f"{r['offline_throughput']:.4f}",
-            str(r["jobs_completed"]),
-            _fixed(_float(r["jct_mean_min"]), 1), _fixed(_float(r.get("jct_common_min")), 1),
-            str(r.get("pauses", 0)), str(r.get("throttles", 0)), str(r.get("evictions", 0)),
-            str(r.get("share_changes", 0)), str(injected),
-        ])
-    return list(COLOCATION_HEADERS), body
-
-
-def colocation_tables(rows: Sequence[dict[str, object]], width: int) -> list[Table]:
-    """Co-location summaries for a console ``width`` wide."""
-    head, body = colocation_rows(rows)
-    return fitted_tables(
-        head, body, width, title="Online/offline co-location",
-        caption="utilisation = share of time a kernel runs (nvidia-smi); SM act. = share of "
-        "SMs busy; late req. = requests over their SLO; added late = that less the dedicated "
-        "deployment's (the trace's own overload); late GPU-min = GPU-minutes whose p99 was "
-        "over the SLO; offline tput = offline work in whole-GPU equivalents per online GPU; "
-        "online OOM = GPU-intervals the online service ran out of memory; JCT mean = over the "
-        "policy's own finished jobs, JCT common = over the jobs every policy finished; share "
-        "changes = offline clients restarted with a new MPS cap; faults = injected",
-    )
-
-
-FRONTIER_HEADERS = ("policy", "setting", "util %", "SM act. %", "late req. %", "added late %",
-                    "offline tput", "Pareto")
-
-
-def frontier_rows(points: Sequence[FrontierPoint]) -> tuple[list[str], list[list[str]]]:
-    """Headers and string rows of a frontier, Pareto points marked."""
-    front = {(p.policy, p.setting) for p in pareto(points)}
-    body = [
-        [p.policy, p.setting, f"{p.utilisation_pct:.2f}", f"{p.sm_activity_pct:.2f}",
-         f"{p.slo_violation_pct:.3f}", f"{p.added_violation_pct:.3f}",
-         f"{p.offline_throughput:.4f}", "yes" if (p.policy, p.setting) in front else ""]
-        for p in points
-    ]
-    return list(FRONTIER_HEADERS), body
-
-
-def frontier_tables(points: Sequence[FrontierPoint], width: int) -> list[Table]:
-    """A frontier for a console ``width`` wide, keyed by policy and setting."""
-    head, body = frontier_rows(points)
-    return fitted_tables(
-        head, body, width, title="Offline work against late requests",
-        caption="added late = requests over their SLO less the dedicated deployment's; Pareto: "
-        "no other setting of the policy adds fewer or equal late requests and does more or "
-        "equal offline work", left=("policy", "setting"), keys=2,
-    )
-
-
 REPLAY_HEADERS = ("policy", "arrivals", "failed", "departures", "alloc. % mean", "alloc. % peak",
                   "frag. % mean", "running pods peak")
 REPLAY_CAPTION = (
@@ -221,7 +150,7 @@ def replay_rows(rows: Sequence[Mapping[str, object]]) -> tuple[list[str], list[l
     keys = ("arrivals", "failed", "departures")
     body = [
         [str(r["policy"]), *(f"{r[k]:,}" for k in keys),
-         *(_fixed(_float(r[k]), 3) for k in ("alloc_percent_mean", "alloc_percent_max",
+         *(fixed(number(r[k]), 3) for k in ("alloc_percent_mean", "alloc_percent_max",
                                              "frag_percent_mean")),
          f"{r['running_max']:,}"]
         for r in rows

@@ -13,14 +13,15 @@ import pytest
 import typer.main
 
 from cotenant.cli.main import COMMANDS, app
+from cotenant.cli.simulate import SUBCOMMANDS
 from tests.unit.cli.test_cli import run
 
 HEAVY = ("numpy", "pandas", "matplotlib", "scipy", "cotenant.sim", "cotenant.traces",
          "cotenant.agent", "cotenant.cli.simulate")
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["version"], []])
-def test_help_and_version_import_nothing_heavy(argv: list[str]) -> None:
+def loaded_after(argv: list[str], modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` are imported once ``cotenant argv`` has run (in a fresh process)."""
     code = (
         "import sys\n"
         "from cotenant.cli.main import main\n"
@@ -28,24 +29,48 @@ def test_help_and_version_import_nothing_heavy(argv: list[str]) -> None:
         f"    main({argv!r})\n"
         "except SystemExit:\n"
         "    pass\n"
-        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)\n"
+        f"print('loaded:' + ','.join(m for m in {modules!r} if m in sys.modules), "
+        "file=sys.stderr)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True, timeout=60)
-    assert result.stderr.strip().splitlines()[-1:] in ([], [""]), result.stderr
+                            check=True, timeout=120)
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("loaded:"), result.stderr
+    return [m for m in line.removeprefix("loaded:").split(",") if m]
 
 
-@pytest.mark.parametrize("name", list(COMMANDS))
-def test_each_listed_line_is_the_group_s_own_help(name: str) -> None:
-    """``--help`` lists a group by the line in COMMANDS; it must say what the group says."""
-    module = importlib.import_module(f"cotenant.cli.{name}")
-    assert COMMANDS[name] == (module.app.info.help or "").strip().splitlines()[0]
+@pytest.mark.parametrize("argv", [["--help"], ["version"], []])
+def test_help_and_version_import_nothing_heavy(argv: list[str]) -> None:
+    assert loaded_after(argv, HEAVY) == []
+
+
+COLOCATION = ("cotenant.sim.colocation", "cotenant.cli.colocation", "cotenant.traces.genai")
+
+
+@pytest.mark.parametrize("argv", [
+    ["simulate", "--help"],
+    ["simulate", "replay", "--synthetic-pods", "40", "--synthetic-nodes", "4", "-p", "fgd",
+     "--json"],
+])
+def test_the_placement_simulators_do_not_load_the_colocation_one(argv: list[str]) -> None:
+    assert loaded_after(argv, COLOCATION) == []
+
+
+@pytest.mark.parametrize(("name", "entry"), [*COMMANDS.items(), *SUBCOMMANDS.items()])
+def test_each_listed_line_is_the_command_s_own_help(name: str, entry: tuple[str, str]) -> None:
+    """``--help`` lists a command by the line in its table; it must say what the command
+    (or group) says of itself."""
+    module, line = entry
+    sub = importlib.import_module(module).app
+    own = sub.info.help or next(c.callback.__doc__ for c in sub.registered_commands
+                                if c.callback is not None)
+    assert line == (own or "").strip().splitlines()[0]
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--help")
     assert code == 0
-    for name, line in COMMANDS.items():
+    for name, (_, line) in COMMANDS.items():
         assert name in out
         assert line in " ".join(out.split())
     assert "version" in out

@@ -7,7 +7,8 @@ import io
 import pytest
 from rich.console import Console
 
-from cotenant.report.tables import colocation_tables, column_groups, fitted_tables
+from cotenant.report.colocation import colocation_tables
+from cotenant.report.tables import column_groups, fitted_tables
 
 ROW = {
     "policy": "time-slicing", "utilisation_pct": 83.7012, "sm_activity_pct": 83.7012,
