@@ -30,6 +30,8 @@ SLOW = {
     "./scripts/test.sh": "the test command itself",
     "openb_pod_list_default.csv --out": "60 runs on the real trace (about 30 s); "
     "benchmarks/fragmentation.py measures them",
+    "--frontier": "every setting of every policy, about 16 s even on 100 GPUs for 2 hours; "
+    "tests/unit/cli/test_colocation_cli.py runs a frontier on a small workload",
 }
 
 

@@ -15,25 +15,24 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from cotenant.cli.checks import finite, once_each
 from cotenant.cli.options import JsonOpt, NodesOpt, OutOpt, PodsOpt
+from cotenant.cli.progress import announce, count, progress_bar
 from cotenant.errors import InputError
 from cotenant.policies.colocation import COLOCATION
 from cotenant.report.colocation import (
+    BUDGET_CAPTION,
+    COLOCATION_CAPTION,
+    FRONTIER_CAPTION,
+    budget_rows,
     colocation_plot,
     colocation_rows,
     colocation_tables,
     frontier_plot,
     frontier_rows,
     frontier_tables,
+    pareto_rows,
 )
 from cotenant.report.html import Figure, HtmlTable, render_report
 from cotenant.report.output import ReportDir
@@ -113,7 +112,9 @@ def colocation(
         _frontier(scenario, work, about, notes, json_out, out, err)
         return
     runs: list[ColocationRun] = []
-    with _progress(err, json_out) as progress:
+    announce(f"{count(len(policies), 'run')} ({', '.join(p.name for p in policies)}) of "
+             f"{work.gpus:,} online GPUs x {work.intervals:,} intervals")
+    with progress_bar(json_out) as progress:
         task = progress.add_task("co-location", total=len(policies) * work.intervals)
         for chosen in policies:
             progress.update(task, description=chosen.name)
@@ -132,12 +133,13 @@ def colocation(
     if out is not None:
         with ReportDir(out) as report:
             image = report.save("colocation.png", lambda p: colocation_plot(
-                runs, p, "Co-location over time"))
+                runs, p, "Co-location over simulated time"))
             report.write_text("summary.json", json.dumps(
                 {"settings": about, "policies": rows}, indent=2, default=str))
             report.write_text("index.html", render_report(
                 "cotenant: online/offline co-location", about,
-                [HtmlTable(*colocation_rows(rows))], [Figure(image)], notes))
+                [HtmlTable(*colocation_rows(rows), caption=COLOCATION_CAPTION)],
+                [Figure(image)], notes))
         err.print(f"report: {out / 'index.html'}")
 
 
@@ -164,20 +166,13 @@ def _settings(s: ColocationScenario, work: ColocationWorkload) -> dict[str, obje
     }
 
 
-def _progress(err: Console, json_out: bool) -> Progress:
-    return Progress(
-        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), TimeRemainingColumn(), console=err,
-        disable=json_out and not err.is_terminal,
-    )
-
-
 def _frontier(s: ColocationScenario, work: ColocationWorkload, about: dict[str, object],
               notes: list[str], json_out: bool, out: Path | None, err: Console) -> None:
     runs = settings()
-    err.print(f"frontier: {len(runs) + 1} runs of {work.gpus} GPUs x {work.intervals} "
-              "intervals (dedicated first, as the reference)")
-    with _progress(err, json_out) as progress:
+    announce(f"frontier: {len(runs) + 1} runs of {work.gpus:,} online GPUs x "
+             f"{work.intervals:,} intervals (dedicated first, as the reference); the bar "
+             "estimates the time left as they finish")
+    with progress_bar(json_out) as progress:
         task = progress.add_task("frontier", total=len(runs) + 1)
 
         def advance(name: str, label: str) -> None:
@@ -195,7 +190,7 @@ def _frontier(s: ColocationScenario, work: ColocationWorkload, about: dict[str, 
     else:
         console = Console()
         console.print(work.description)
-        console.print(*frontier_tables(points, console.width))
+        console.print(*frontier_tables(found, len(points), console.width))
         for note in notes:
             console.print(note)
     if out is not None:
@@ -205,7 +200,16 @@ def _frontier(s: ColocationScenario, work: ColocationWorkload, about: dict[str, 
             report.write_text("frontier.json", json.dumps(
                 {"settings": about, "points": [vars(p) for p in points], "verdict": found},
                 indent=2, default=str))
+            tables = [
+                HtmlTable(*budget_rows(found), caption=BUDGET_CAPTION,
+                          title="Offline work within a late-request budget"),
+                HtmlTable(*pareto_rows(points), caption=FRONTIER_CAPTION, folded=True,
+                          title="The Pareto settings of each policy"),
+                HtmlTable(*frontier_rows(points), caption=FRONTIER_CAPTION, folded=True,
+                          title="Every setting run"),
+            ]
             report.write_text("index.html", render_report(
-                "cotenant: co-location frontier", about, [HtmlTable(*frontier_rows(points))],
-                [Figure(image)], notes))
+                "cotenant: co-location frontier", about, tables, [Figure(
+                    image, "Each policy's Pareto front as a line; the faint dots are its "
+                    "settings another of its settings beats on both axes.")], notes))
         err.print(f"report: {out / 'index.html'}")

@@ -1,24 +1,38 @@
-"""The co-location reports' tables and figures: the policies side by side and the frontier.
-Kept apart from the other reports so that they do not import the co-location simulator."""
+"""The co-location reports' tables and figures: the policies side by side (per policy over
+simulated time: utilisation, SM activity, memory, late requests, out-of-memory, offline work)
+and the frontier (offline work against the late requests each setting adds, summarised by
+budget). Kept apart from the other reports so that they do not import the co-location
+simulator."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.lines import Line2D
 from rich.table import Table
 
-from cotenant.report.plots import save
+from cotenant.report.plots import decimal_log_axis, legend_below, save
 from cotenant.report.tables import fitted_tables, fixed, number
 from cotenant.sim.colocation.frontier import FrontierPoint, pareto
 from cotenant.sim.colocation.records import ColocationRun
 
 COLOCATION_HEADERS = (
-    "policy", "util %", "SM act. %", "mem %", "late req. %", "added late %", "late GPU-min %",
-    "online OOM", "offline tput", "jobs done", "JCT mean (min)", "JCT common (min)", "pauses",
-    "throttles", "evictions", "share changes", "faults",
+    "policy", "GPU util %", "SM activity %", "memory %", "late req. %", "added late %",
+    "late GPU-min %", "online OOM", "offline work", "jobs done", "JCT mean (min)",
+    "JCT common (min)", "pauses", "throttles", "evictions", "share changes", "faults",
+)
+COLOCATION_CAPTION = (
+    "GPU util = share of time a kernel runs (as nvidia-smi shows it); SM activity = share of "
+    "SMs busy; late req. = online requests over their SLO; added late = that less the "
+    "dedicated deployment's (the trace's own overload), in points; late GPU-min = GPU-minutes "
+    "whose p99 was over the SLO; online OOM = GPU-intervals the online service ran out of "
+    "memory; offline work = offline throughput in whole-GPU equivalents per online GPU; JCT "
+    "mean = mean job completion time from arrival over the policy's own finished jobs, JCT "
+    "common = over the jobs every policy finished (the one set they compare on); share "
+    "changes = offline clients restarted with a new MPS cap; faults = injected"
 )
 
 
@@ -31,16 +45,16 @@ def colocation_rows(rows: Sequence[dict[str, object]]) -> tuple[list[str], list[
         injected = sum(
             v for k, v in faults.items() if k.endswith(":injected")
         ) if isinstance(faults, dict) else 0
+        counts = [r.get(k, 0) for k in ("pauses", "throttles", "evictions", "share_changes")]
         body.append([
             str(r["policy"]), f"{r['utilisation_pct']:.2f}", f"{r['sm_activity_pct']:.2f}",
             f"{r['memory_used_pct']:.2f}", f"{r['slo_violation_pct']:.3f}",
             fixed(number(r.get("added_violation_pct")), 3),
             f"{r['gpu_minute_violation_pct']:.3f}",
-            str(r.get("online_oom_intervals", 0)), f"{r['offline_throughput']:.4f}",
-            str(r["jobs_completed"]),
+            f"{r.get('online_oom_intervals', 0):,}", f"{r['offline_throughput']:.4f}",
+            f"{r['jobs_completed']:,}",
             fixed(number(r["jct_mean_min"]), 1), fixed(number(r.get("jct_common_min")), 1),
-            str(r.get("pauses", 0)), str(r.get("throttles", 0)), str(r.get("evictions", 0)),
-            str(r.get("share_changes", 0)), str(injected),
+            *(f"{c:,}" for c in counts), f"{injected:,}",
         ])
     return list(COLOCATION_HEADERS), body
 
@@ -48,24 +62,22 @@ def colocation_rows(rows: Sequence[dict[str, object]]) -> tuple[list[str], list[
 def colocation_tables(rows: Sequence[dict[str, object]], width: int) -> list[Table]:
     """Co-location summaries for a console ``width`` wide."""
     head, body = colocation_rows(rows)
-    return fitted_tables(
-        head, body, width, title="Online/offline co-location",
-        caption="utilisation = share of time a kernel runs (nvidia-smi); SM act. = share of "
-        "SMs busy; late req. = requests over their SLO; added late = that less the dedicated "
-        "deployment's (the trace's own overload); late GPU-min = GPU-minutes whose p99 was "
-        "over the SLO; offline tput = offline work in whole-GPU equivalents per online GPU; "
-        "online OOM = GPU-intervals the online service ran out of memory; JCT mean = over the "
-        "policy's own finished jobs, JCT common = over the jobs every policy finished; share "
-        "changes = offline clients restarted with a new MPS cap; faults = injected",
-    )
+    return fitted_tables(head, body, width, title="Online/offline co-location",
+                         caption=COLOCATION_CAPTION)
 
 
-FRONTIER_HEADERS = ("policy", "setting", "util %", "SM act. %", "late req. %", "added late %",
-                    "offline tput", "Pareto")
+FRONTIER_HEADERS = ("policy", "setting", "GPU util %", "SM activity %", "late req. %",
+                    "added late %", "offline work", "Pareto")
+FRONTIER_CAPTION = (
+    "added late = online requests over their SLO less the dedicated deployment's, in points; "
+    "offline work = offline throughput in whole-GPU equivalents per online GPU; Pareto: no "
+    "other setting of the policy adds fewer or equal late requests and does more or equal "
+    "offline work"
+)
 
 
 def frontier_rows(points: Sequence[FrontierPoint]) -> tuple[list[str], list[list[str]]]:
-    """Headers and string rows of a frontier, Pareto points marked."""
+    """Headers and string rows of every setting of a frontier, Pareto points marked."""
     front = {(p.policy, p.setting) for p in pareto(points)}
     body = [
         [p.policy, p.setting, f"{p.utilisation_pct:.2f}", f"{p.sm_activity_pct:.2f}",
@@ -76,66 +88,113 @@ def frontier_rows(points: Sequence[FrontierPoint]) -> tuple[list[str], list[list
     return list(FRONTIER_HEADERS), body
 
 
-def frontier_tables(points: Sequence[FrontierPoint], width: int) -> list[Table]:
-    """A frontier for a console ``width`` wide, keyed by policy and setting."""
-    head, body = frontier_rows(points)
+def pareto_rows(points: Sequence[FrontierPoint]) -> tuple[list[str], list[list[str]]]:
+    """The Pareto settings alone, settings with equal results on one row (``+3 equal``)."""
+    groups: dict[tuple[str, float, float], list[FrontierPoint]] = {}
+    for p in pareto(points):
+        groups.setdefault((p.policy, p.added_violation_pct, p.offline_throughput), []).append(p)
+    body = []
+    for (policy, added, work), same in groups.items():
+        first = same[0]
+        extra = f" (+{len(same) - 1} equal)" if len(same) > 1 else ""
+        body.append([policy, first.setting + extra, f"{first.utilisation_pct:.2f}",
+                     f"{first.sm_activity_pct:.2f}", f"{first.slo_violation_pct:.3f}",
+                     f"{added:.3f}", f"{work:.4f}"])
+    return list(FRONTIER_HEADERS[:-1]), body
+
+
+BUDGET_CAPTION = (
+    "Each cell: the policy's most offline work (whole-GPU equivalents per online GPU) among "
+    "its settings that add at most the row's late requests to the dedicated deployment's, "
+    "with the points it adds and the setting; none: no setting stays within. Every setting "
+    "is in the JSON"
+)
+
+
+def budget_rows(verdict: Sequence[Mapping[str, object]]) -> tuple[list[str], list[list[str]]]:
+    """The frontier summarised by budget, from :func:`cotenant.sim.colocation.frontier.verdict`
+    (one row per budget of added late requests, one column per policy, the winner marked)."""
+    policies = sorted({name for v in verdict for name in v["best"]})  # type: ignore[attr-defined]
+    body = []
+    for v in verdict:
+        best: Mapping[str, Mapping[str, object] | None] = v["best"]  # type: ignore[assignment]
+        row = [f"+{v['budget_added_pct']:g} points", str(v["winner"] or "none")]
+        for name in policies:
+            b = best.get(name)
+            row.append("none" if b is None else
+                       f"{b['offline_throughput']:.4f} (+{b['added_violation_pct']:.3f}, "
+                       f"{b['setting']})")
+        body.append(row)
+    return ["added late requests at most", "most offline work", *policies], body
+
+
+def frontier_tables(verdict: Sequence[Mapping[str, object]], settings: int,
+                    width: int) -> list[Table]:
+    """The frontier's summary by budget for a console ``width`` wide (every setting is in the
+    JSON)."""
+    head, body = budget_rows(verdict)
     return fitted_tables(
-        head, body, width, title="Offline work against late requests",
-        caption="added late = requests over their SLO less the dedicated deployment's; Pareto: "
-        "no other setting of the policy adds fewer or equal late requests and does more or "
-        "equal offline work", left=("policy", "setting"), keys=2,
+        head, body, width, title=f"Offline work within a late-request budget ({settings} "
+        "settings run)", caption=f"{BUDGET_CAPTION}: --json, or frontier.json with --out",
+        left=tuple(head[:2]), keys=2,
     )
 
 
 def colocation_plot(runs: Sequence[ColocationRun], path: Path, title: str) -> Path:
     """Per policy over simulated time (hourly means of the per-interval values): GPU
-    utilisation, SM activity, memory used, SLO violations, online out-of-memory, offline
-    throughput."""
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
+    utilisation, SM activity, memory used, late requests, online out-of-memory, offline
+    throughput; one legend under the panels."""
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8), layout="constrained")
     panels = [
-        ("utilisation", 100.0, "GPU utilisation (% of time a kernel runs)"),
-        ("sm_activity", 100.0, "SM activity (%)"),
-        ("memory_used", 100.0, "GPU memory used (%)"),
-        ("late_share", 100.0, "online requests over their SLO (%)"),
-        ("oom_rate", 100.0, "online services out of memory (%)"),
-        ("offline_throughput", 1.0, "offline throughput (GPU-equivalents per GPU)"),
+        ("utilisation", 100.0, "GPU utilisation", "% of time a kernel runs"),
+        ("sm_activity", 100.0, "SM activity", "% of SMs busy"),
+        ("memory_used", 100.0, "GPU memory used", "% of GPU memory"),
+        ("late_share", 100.0, "online requests over their SLO", "% of requests"),
+        ("oom_rate", 100.0, "online services out of memory", "% of online GPUs"),
+        ("offline_throughput", 1.0, "offline throughput", "whole-GPU equivalents per online GPU"),
     ]
     for run in runs:
         per_hour = max(1, round(3600 / run.interval_s))
         starts = np.arange(0, len(run.utilisation), per_hour)
         sizes = np.diff(np.append(starts, len(run.utilisation)))
-        for ax, (name, scale, _) in zip(axes.flat, panels, strict=True):
+        for ax, (name, scale, _, _) in zip(axes.flat, panels, strict=True):
             values = (np.divide(run.late_requests, run.requests, out=np.zeros(len(run.requests)),
                                 where=run.requests > 0) if name == "late_share"
                       else np.asarray(getattr(run, name), dtype=np.float64))
             ax.plot((starts + sizes / 2) / per_hour,  # each hour's mean at its middle
                     scale * np.add.reduceat(values, starts) / sizes, label=run.policy)
-    for ax, (_, _, label) in zip(axes.flat, panels, strict=True):
-        ax.set_ylabel(label)
+    for ax, (_, _, name, unit) in zip(axes.flat, panels, strict=True):
+        ax.set_title(name)
+        ax.set_ylabel(unit)
         ax.set_xlabel("simulated time (hours)")
         ax.grid(alpha=0.3)
-    axes[0, 0].set_title(title)
-    axes[1, 2].legend(fontsize=8)
+    fig.suptitle(f"{title} (hourly means)")
+    legend_below(fig, axes[0, 0])
     return save(fig, path)
 
 
 def frontier_plot(points: Sequence[FrontierPoint], path: Path, title: str) -> Path:
     """Offline throughput against added late requests, every setting as a dot and each
-    policy's Pareto front as a line (late requests on a log axis)."""
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    policy's Pareto front as a line (late requests on a log axis labelled in decimals)."""
+    fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
     front = pareto(points)
     for i, policy in enumerate(dict.fromkeys(p.policy for p in points)):
         colour = f"C{i}"
         mine = [p for p in points if p.policy == policy]
         ax.scatter([max(p.added_violation_pct, 1e-3) for p in mine],
-                   [p.offline_throughput for p in mine], color=colour, alpha=0.45, s=18)
+                   [p.offline_throughput for p in mine], color=colour, alpha=0.35, s=18)
         line = [p for p in front if p.policy == policy]
         ax.plot([max(p.added_violation_pct, 1e-3) for p in line],
                 [p.offline_throughput for p in line], color=colour, marker="o", label=policy)
     ax.set_xscale("log")
-    ax.set_xlabel("requests late beyond the dedicated deployment's (percentage points, log)")
-    ax.set_ylabel("offline throughput (GPU-equivalents per GPU)")
+    decimal_log_axis(ax)
+    ax.set_xlabel("requests late beyond the dedicated deployment's (percentage points, "
+                  "log scale; at most 0.001 drawn at 0.001)")
+    ax.set_ylabel("offline throughput (whole-GPU equivalents per online GPU)")
     ax.grid(alpha=0.3, which="both")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    faint = Line2D([], [], color="grey", marker="o", linestyle="", alpha=0.35,
+                   label="other settings (beaten on both axes)")
+    ax.legend(handles=[*ax.get_legend_handles_labels()[0], faint], fontsize=8,
+              title="Pareto front per policy", title_fontsize=8)
     return save(fig, path)
