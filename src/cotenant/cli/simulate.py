@@ -41,7 +41,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("cotenant.cli.replay",
                "Time replay: pods arrive at creation_time and leave at deletion_time."),
     "colocation": ("cotenant.cli.colocation", "Online/offline co-location: dedicated GPUs, "
-                   "fixed-split MPS, time slicing, MuxFlow."),
+                   "fixed-split MPS, time slicing, priority, MuxFlow and cotenant's policies, "
+                   "on one workload with the same bursts and faults."),
 }
 """The simulators beside the fragmentation experiment, loaded when they run: the placement
 experiment does not import the co-location simulator, nor the other way round."""
