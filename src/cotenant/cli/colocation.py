@@ -211,5 +211,6 @@ def _frontier(s: ColocationScenario, work: ColocationWorkload, about: dict[str, 
             report.write_text("index.html", render_report(
                 "cotenant: co-location frontier", about, tables, [Figure(
                     image, "Each policy's Pareto front as a line; the faint dots are its "
-                    "settings another of its settings beats on both axes.")], notes))
+                    "settings another of its settings beats on both axes; a setting adding "
+                    "0.001 points or fewer is drawn at 0.001.")], notes))
         err.print(f"report: {out / 'index.html'}")

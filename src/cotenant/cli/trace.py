@@ -15,6 +15,7 @@ from cotenant.cli.checks import file_option, finite
 from cotenant.errors import InputError
 from cotenant.model.cluster import Cluster
 from cotenant.report.output import write_text_atomic
+from cotenant.report.tables import counts
 from cotenant.traces.bursts import fit_alpha
 from cotenant.traces.genai import fit_genai, load_duty_cycles
 from cotenant.traces.openb import load_nodes, load_pods
@@ -142,7 +143,7 @@ def bursts(
         fits["requests"] = fit_alpha(req.values, substeps)
         notes.append(f"requests: {req.rows} rows, {len(req.names)} containers on a "
                      f"{req.interval_s:g} s grid, {req.zero_slots} slots without a request, "
-                     f"rejected {req.rejected or 'none'}")
+                     f"rejected ({counts(req.rejected)})")
     rows = {k: {"alpha": round(a, 3), "variance_time_slope": round(b, 3),
                 "hurst": round(1 + b / 2, 3), "cv2_one_interval": round(c, 3)}
             for k, (a, b, c) in fits.items()}

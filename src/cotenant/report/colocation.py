@@ -188,8 +188,8 @@ def frontier_plot(points: Sequence[FrontierPoint], path: Path, title: str) -> Pa
                 [p.offline_throughput for p in line], color=colour, marker="o", label=policy)
     ax.set_xscale("log")
     decimal_log_axis(ax)
-    ax.set_xlabel("requests late beyond the dedicated deployment's (percentage points, "
-                  "log scale; at most 0.001 drawn at 0.001)")
+    ax.set_xlabel("late requests added to the dedicated deployment's "
+                  "(percentage points, log scale)")
     ax.set_ylabel("offline throughput (whole-GPU equivalents per online GPU)")
     ax.grid(alpha=0.3, which="both")
     ax.set_title(title)

@@ -68,7 +68,8 @@ def table_html(table: HtmlTable) -> str:
         for row in table.rows
     )
     caption = f'<p class="caption">{esc(table.caption)}</p>' if table.caption else ""
-    grid = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{caption}"
+    grid = (f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+            f"</table></div>{caption}")
     if table.folded:
         summary = f"{table.title} ({len(table.rows)} rows)" if table.title else "details"
         return f"<details><summary>{esc(summary)}</summary>{grid}</details>"
@@ -110,6 +111,7 @@ table.settings th {{ text-align: left; background: #f3f3f3; }}
 table.settings td {{ text-align: left; }}
 ul.kv {{ margin: 0; padding-left: 1.2em; }}
 p.caption, figcaption {{ color: #555; font-size: 0.9em; max-width: 60em; }}
+div.wide {{ overflow-x: auto; }}
 details {{ margin: 1em 0; }}
 summary {{ cursor: pointer; font-weight: 600; }}
 figure {{ margin: 1.5em 0; }}

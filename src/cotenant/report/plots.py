@@ -36,7 +36,7 @@ def save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def legend_below(fig: Figure, ax: Axes, columns: int = 6) -> None:
+def legend_below(fig: Figure, ax: Axes, columns: int = 8) -> None:
     """One legend for the whole figure, under its panels, from ``ax``'s lines (the figure
     needs ``layout="constrained"``)."""
     handles, labels = ax.get_legend_handles_labels()

@@ -25,7 +25,8 @@ def workload_of(scenario: ColocationScenario, notes: list[str]) -> ColocationWor
         series, report = load_duty_cycles(w.load, memory_path=w.memory)
         notes.append(
             f"load: {report.series_kept} of {report.series_read} series kept, rejected "
-            f"{report.rejected or 'none'}; {report.filled_points} points filled across short "
+            f"({'; '.join(f'{k}: {v}' for k, v in report.rejected.items()) or 'none'}); "
+            f"{report.filled_points} points filled across short "
             f"gaps, {report.held_points} held at the series mean ({report.long_gaps} long "
             "gaps, and outside each series' span)")
         notes.append("online memory: constant at its peak (no memory file)" if w.memory is None
