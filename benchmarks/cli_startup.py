@@ -32,11 +32,13 @@ def entry_point() -> Path:
     return script
 
 
-def wall_times(argv: list[str], repeats: int) -> list[float]:
+def wall_times(argv: list[str], repeats: int) -> list[float] | str:
     """Seconds from spawn to exit of ``argv``, ``repeats`` times (after one warm-up run, so
-    the page cache holds the package)."""
+    the page cache holds the package); the last line of its error where it fails."""
     env = {**os.environ, "COLUMNS": "100"}
-    subprocess.run(argv, capture_output=True, check=True, env=env)
+    warm = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
+    if warm.returncode != 0:
+        return (warm.stderr.strip().splitlines() or [f"exit {warm.returncode}"])[-1]
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -50,11 +52,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
     script = entry_point()
-    rows = []
+    rows: list[dict[str, object]] = []
     for command in COMMANDS:
         times = wall_times([str(script), *command], args.repeats)
+        name = " ".join(["cotenant", *command])
+        if isinstance(times, str):
+            rows.append({"command": name, "error": times})
+            continue
         rows.append({
-            "command": " ".join(["cotenant", *command]),
+            "command": name,
             "median_s": round(statistics.median(times), 3),
             "min_s": round(min(times), 3),
             "max_s": round(max(times), 3),
