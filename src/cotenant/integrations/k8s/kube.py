@@ -99,3 +99,17 @@ class Informer:
 
 def _version(listed: Any) -> str:
     return str(getattr(listed.metadata, "resource_version", "") or "")
+
+
+@dataclass
+class ApiNodePods:
+    """The device plugin's pod source: pods bound to ``node``, oldest first, from the API."""
+
+    kube: ClientKube
+    node: str
+
+    def pods_on_node(self) -> list[dict[str, Any]]:
+        listed = self.kube.core.list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={self.node}")
+        pods = [self.kube.to_json(p) for p in listed.items]
+        return sorted(pods, key=lambda p: str(p["metadata"].get("creationTimestamp", "")))

@@ -49,3 +49,18 @@ class MemoryKube:
         self.bindings.append((f"{namespace}/{name}", uid, node))
         if self.on_pod is not None:
             self.on_pod("MODIFIED", pod)
+
+    def pods_on(self, node: str) -> list[dict[str, Any]]:
+        """Pods bound to ``node``, in creation (insertion) order."""
+        return [p for p in self.pods.values() if p.get("spec", {}).get("nodeName") == node]
+
+
+@dataclass
+class NodePods:
+    """The device plugin's :class:`~.deviceplugin.devices.PodSource` over a :class:`MemoryKube`."""
+
+    kube: MemoryKube
+    node: str
+
+    def pods_on_node(self) -> list[dict[str, Any]]:
+        return self.kube.pods_on(self.node)
