@@ -11,7 +11,7 @@ from typing import NoReturn
 import typer
 
 from cotenant import __version__
-from cotenant.cli import agent, mig, perf, plan, simulate, trace
+from cotenant.cli import agent, k8s, mig, perf, plan, simulate, trace
 from cotenant.errors import CotenantError
 from cotenant.policies.placement import PLACEMENT
 
@@ -28,6 +28,7 @@ app.add_typer(mig.app, name="mig")
 app.add_typer(plan.app, name="plan")
 app.add_typer(agent.app, name="agent")
 app.add_typer(perf.app, name="perf")
+app.add_typer(k8s.app, name="k8s")
 
 
 @app.command()
