@@ -21,7 +21,7 @@ import numpy as np
 from cotenant.agent.backends import open_backend
 from cotenant.agent.mps import MpsManager
 from cotenant.integrations.k8s.cache import ClusterCache
-from cotenant.integrations.k8s.deviceplugin.devices import Health, Resource
+from cotenant.integrations.k8s.deviceplugin.devices import Health, Resource, check_resource
 from cotenant.integrations.k8s.deviceplugin.plugin import DEFAULT_DIR, DevicePluginDaemon
 from cotenant.integrations.k8s.extender import Extender
 from cotenant.integrations.k8s.server import ExtenderServer
@@ -114,6 +114,8 @@ class DevicePluginConfig:
 
 def run_device_plugin(config: DevicePluginConfig) -> None:
     """Serve and register until SIGINT/SIGTERM."""
+    for name in config.resources:
+        check_resource(name)
     kube_mod = importlib.import_module("cotenant.integrations.k8s.kube")
     backend = open_backend(config.backend, gpus=config.gpus, state_dir=config.state_dir)
     pods = kube_mod.ApiNodePods(kube_mod.ClientKube(config.kubeconfig), config.node)

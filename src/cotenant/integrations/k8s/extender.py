@@ -94,26 +94,32 @@ class Extender:
         out = FilterResult()
         with self.cache.lock:
             self.cache.pending.setdefault(request.uid, request)
-            placer = self.cache.placer()
-            state = placer.state
-            for name in names:
-                i = self.cache.index(name)
+            state = self.cache.placer().state
+            index = [self.cache.index(name) for name in names]
+            known = np.array([i for i in index if i is not None], dtype=np.int64)
+            fits = dict(zip(known.tolist(), state.feasible(request.shape, known).tolist(),
+                            strict=True))
+            for name, i in zip(names, index, strict=True):
                 if i is None:
                     out.failed[name] = f"{name}: node unknown to the cotenant extender's cache"
-                    continue
-                missing = [(p, n, f) for p, n in request.mig
-                           if (f := self._mig_free(name).get(p, 0)) < n]
-                if missing:
-                    p, n, f = missing[0]
-                    total = dict(self.cache.nodes[name].mig).get(p, 0)
-                    reason = f"{name}: asks {n} nvidia.com/mig-{p}, {max(f, 0)} free of {total}"
-                    (out.unresolvable if n > total else out.failed)[name] = reason
-                elif state.feasible(request.shape, np.array([i]))[0]:
+                elif request.mig and (why := self._mig_short(request, name)) is not None:
+                    (out.unresolvable if why[1] else out.failed)[name] = why[0]
+                elif fits[i]:
                     out.passed.append(name)
                 else:
                     reason, never = self._why_not(state, request, i)
                     (out.unresolvable if never else out.failed)[name] = reason
         return out
+
+    def _mig_short(self, request: PodRequest, name: str) -> tuple[str, bool] | None:
+        """Why ``name`` lacks the pod's MIG instances (and whether it never has enough)."""
+        free, total = self._mig_free(name), dict(self.cache.nodes[name].mig)
+        for profile, n in request.mig:
+            if free.get(profile, 0) < n:
+                have = max(free.get(profile, 0), 0)
+                return (f"{name}: asks {n} nvidia.com/mig-{profile}, {have} free of "
+                        f"{total.get(profile, 0)}", n > total.get(profile, 0))
+        return None
 
     def _scores(self, request: PodRequest, names: list[str]) -> tuple[list[int], dict[int, int],
                                                                         dict[int, int]]:

@@ -80,15 +80,20 @@ class Health:
         return {g.index: g.index not in self.failed for g in gpus}
 
 
+def check_resource(name: str) -> str:
+    """``name`` if the device plugin can advertise it, else an :class:`InputError`."""
+    if not (name in (GPU_MILLI, NVIDIA_GPU) or name.startswith(MIG_PREFIX)):
+        raise InputError("--resource", f"{name!r} is not a resource cotenant advertises",
+                         hint=f"{GPU_MILLI}, {NVIDIA_GPU} or {MIG_PREFIX}<profile>")
+    return name
+
+
 class Resource:
     """One advertised resource name: its devices and its answers."""
 
     def __init__(self, name: str, backend: NodeBackend, pods: PodSource, mps: MpsManager,
                  health: Health) -> None:
-        if not (name in (GPU_MILLI, NVIDIA_GPU) or name.startswith(MIG_PREFIX)):
-            raise InputError("--resource", f"{name!r} is not a resource cotenant advertises",
-                             hint=f"{GPU_MILLI}, {NVIDIA_GPU} or {MIG_PREFIX}<profile>")
-        self.name = name
+        self.name = check_resource(name)
         self.backend = backend
         self.pods = pods
         self.mps = mps
