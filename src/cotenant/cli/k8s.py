@@ -1,4 +1,4 @@
-"""``cotenant k8s``: the Kubernetes scheduler extender and the device plugin daemons.
+"""``cotenant k8s``: the scheduler extender and device plugin daemons, and cluster snapshots.
 
 Each command parses its options and calls one library function of
 :mod:`cotenant.integrations.k8s.daemon`; the kubernetes and grpc clients (the ``k8s`` extra)
@@ -71,3 +71,16 @@ def device_plugin(
         node, tuple(resource or ("cotenant.io/gpu-milli",)), backend, gpus, state_dir,
         plugin_dir, kubeconfig)
     daemon.run_device_plugin(config)
+
+
+@app.command()
+def snapshot(
+    out: Annotated[Path, typer.Option(help="directory for the two openb lists")] = Path(
+        "snapshot"),
+    kubeconfig: Kubeconfig = None,
+) -> None:
+    """Write the cluster's Nodes and Pods as openb node and pod lists (for cotenant simulate)."""
+    nodes, pods, skipped = _daemon().take_snapshot(kubeconfig, out)
+    for line in skipped:
+        typer.echo(f"skipped {line}", err=True)
+    typer.echo(f"wrote {nodes} and {pods}")

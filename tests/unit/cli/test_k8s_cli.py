@@ -46,3 +46,11 @@ def test_device_plugin_needs_a_node_name(capsys: Capsys, monkeypatch: pytest.Mon
     code, _, err = run(capsys, "k8s", "device-plugin")
     assert code == 2
     assert "--node" in assert_one_error_line(err)
+
+
+def test_snapshot_without_a_cluster_is_one_line(capsys: Capsys, tmp_path: Path) -> None:
+    code, _, err = run(capsys, "k8s", "snapshot", "--kubeconfig", str(tmp_path / "none"),
+                       "--out", str(tmp_path / "snap"))
+    assert code == 2
+    assert "cannot load a Kubernetes configuration" in assert_one_error_line(err)
+    assert not (tmp_path / "snap").exists()

@@ -1,7 +1,8 @@
 """The two Kubernetes daemons as library calls: build, run until SIGINT/SIGTERM, shut down.
 
 :func:`run_extender` starts the informers (Nodes, Pods) and the HTTP server;
-:func:`run_device_plugin` serves and registers the device plugin's resources. The CLI parses
+:func:`run_device_plugin` serves and registers the device plugin's resources;
+:func:`take_snapshot` writes the cluster as openb lists. The CLI parses
 options and calls one of these (the daemons' loops live here, not in the CLI).
 """
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from cotenant.agent.backends import open_backend
 from cotenant.agent.mps import MpsManager
+from cotenant.integrations.k8s import snapshot
 from cotenant.integrations.k8s.cache import ClusterCache
 from cotenant.integrations.k8s.deviceplugin.devices import Health, Resource, check_resource
 from cotenant.integrations.k8s.deviceplugin.plugin import DEFAULT_DIR, DevicePluginDaemon
@@ -122,3 +124,15 @@ def run_device_plugin(config: DevicePluginConfig) -> None:
     mps, health = MpsManager(backend, config.state_dir), Health(backend)
     resources = [Resource(name, backend, pods, mps, health) for name in config.resources]
     DevicePluginDaemon(resources, config.plugin_dir).run(stop_on_signals())
+
+
+def take_snapshot(kubeconfig: Path | None, out_dir: Path) -> tuple[Path, Path, list[str]]:
+    """List Nodes and Pods, write them as openb lists into ``out_dir``; the two paths and
+    the pods left out (one line each)."""
+    kube_mod = importlib.import_module("cotenant.integrations.k8s.kube")
+    kube = kube_mod.ClientKube(kubeconfig)
+    nodes = [kube.to_json(n) for n in kube.core.list_node().items]
+    pods = [kube.to_json(p) for p in kube.core.list_pod_for_all_namespaces().items]
+    snap = snapshot.snapshot(nodes, pods)
+    node_path, pod_path = snapshot.write(snap, out_dir)
+    return node_path, pod_path, snap.skipped
