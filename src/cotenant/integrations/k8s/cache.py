@@ -67,6 +67,8 @@ class ClusterCache:
         self._seed = seed
         self._placer: Placer | None = None
         self._index: dict[str, int] = {}
+        self._assumed: dict[str, float] = {}
+        """Deadlines of the assumed pods (a subset of :attr:`placed`)."""
 
     # ---- events ------------------------------------------------------------------------------
     def on_node(self, event: str, obj: dict[str, Any]) -> None:
@@ -106,6 +108,7 @@ class ClusterCache:
             old = self.placed.get(request.uid)
             if old is not None and old.node == node and (not gpus or old.gpus == gpus):
                 old.assumed_until = None
+                self._assumed.pop(request.uid, None)
                 return
             self._unplace(request.uid)
             self._place(_Placed(request, str(node), gpus, None))
@@ -142,8 +145,7 @@ class ClusterCache:
         """Drop assumptions older than the TTL; the uids dropped."""
         now = self.clock()
         with self.lock:
-            gone = [u for u, p in self.placed.items()
-                    if p.assumed_until is not None and p.assumed_until <= now]
+            gone = [u for u, until in self._assumed.items() if until <= now]
             for uid in gone:
                 self._unplace(uid)
             return gone
@@ -158,8 +160,12 @@ class ClusterCache:
             return self._placer
 
     def index(self, name: str) -> int | None:
+        return self.indices().get(name)
+
+    def indices(self) -> dict[str, int]:
+        """Node name -> row of the placer's state."""
         self.placer()
-        return self._index.get(name)
+        return self._index
 
     def _rebuild(self) -> None:
         names = sorted(self.nodes)
@@ -174,6 +180,8 @@ class ClusterCache:
 
     def _place(self, placed: _Placed) -> None:
         self.placed[placed.request.uid] = placed
+        if placed.assumed_until is not None:
+            self._assumed[placed.request.uid] = placed.assumed_until
         if self._placer is not None:
             self._allocate(placed)
 
@@ -195,6 +203,7 @@ class ClusterCache:
             self.errors.append(f"pod {p.request.key} on {p.node}: {exc.one_line()}")
 
     def _unplace(self, uid: str) -> None:
+        self._assumed.pop(uid, None)
         p = self.placed.pop(uid, None)
         if p is not None and p.alloc is not None and self._placer is not None:
             self._placer.state.release(p.request.shape, p.alloc)

@@ -71,23 +71,35 @@ class Extender:
                     free[profile] = free.get(profile, 0) - n
         return free
 
-    def _why_not(self, state: ClusterState, request: PodRequest, i: int) -> tuple[str, bool]:
-        """Why node ``i`` cannot host the pod, and whether an empty node could not either."""
+    def _why_not(self, state: ClusterState, request: PodRequest,
+                 rows: list[int]) -> list[tuple[str, bool]]:
+        """Why each node of ``rows`` cannot host the pod, and whether an empty node could
+        not either (then preemption would not help)."""
         shape, cluster = request.shape, state.cluster
-        name = cluster.nodes[i].name
-        for ask, have, total, what in (
-            (shape.cpu_milli, state.cpu_free[i], cluster.cpu[i], "milli-CPU"),
-            (shape.memory_mib, state.mem_free[i], cluster.memory[i], "MiB of memory"),
-        ):
-            if ask > have:
-                return f"{name}: asks {ask} {what}, {have} free of {total}", ask > total
-        if shape.num_gpu and shape.fractional:
-            most = int(state.gpu_free[i].max()) if cluster.gpu_count[i] else 0
-            return (f"{name}: asks {shape.gpu_milli} milli of one GPU, the freest GPU has "
-                    f"{most}", cluster.gpu_count[i] == 0)
-        free = int((state.gpu_free[i] == 1000).sum())
-        return (f"{name}: asks {shape.num_gpu} whole GPUs, {free} free of "
-                f"{cluster.gpu_count[i]}", shape.num_gpu > cluster.gpu_count[i])
+        idx = np.array(rows, dtype=np.int64)
+        cpu_free, cpu = state.cpu_free[idx].tolist(), cluster.cpu[idx].tolist()
+        mem_free, mem = state.mem_free[idx].tolist(), cluster.memory[idx].tolist()
+        gpus = cluster.gpu_count[idx].tolist()
+        free = state.gpu_free[idx]
+        freest = free.max(axis=1).tolist()
+        whole = (free == 1000).sum(axis=1).tolist()
+        out = []
+        for k, i in enumerate(rows):
+            name = cluster.nodes[i].name
+            if shape.cpu_milli > cpu_free[k]:
+                out.append((f"{name}: asks {shape.cpu_milli} milli-CPU, {cpu_free[k]} free of "
+                            f"{cpu[k]}", shape.cpu_milli > cpu[k]))
+            elif shape.memory_mib > mem_free[k]:
+                out.append((f"{name}: asks {shape.memory_mib} MiB of memory, {mem_free[k]} "
+                            f"free of {mem[k]}", shape.memory_mib > mem[k]))
+            elif shape.fractional:
+                most = freest[k] if gpus[k] else 0
+                out.append((f"{name}: asks {shape.gpu_milli} milli of one GPU, the freest GPU "
+                            f"has {most}", gpus[k] == 0))
+            else:
+                out.append((f"{name}: asks {shape.num_gpu} whole GPUs, {whole[k]} free of "
+                            f"{gpus[k]}", shape.num_gpu > gpus[k]))
+        return out
 
     def filter(self, request: PodRequest, names: list[str]) -> FilterResult:
         self.cache.expire()
@@ -95,10 +107,12 @@ class Extender:
         with self.cache.lock:
             self.cache.pending.setdefault(request.uid, request)
             state = self.cache.placer().state
-            index = [self.cache.index(name) for name in names]
+            rows = self.cache.indices()
+            index = [rows.get(name) for name in names]
             known = np.array([i for i in index if i is not None], dtype=np.int64)
             fits = dict(zip(known.tolist(), state.feasible(request.shape, known).tolist(),
                             strict=True))
+            failed: list[tuple[str, int]] = []
             for name, i in zip(names, index, strict=True):
                 if i is None:
                     out.failed[name] = f"{name}: node unknown to the cotenant extender's cache"
@@ -107,7 +121,10 @@ class Extender:
                 elif fits[i]:
                     out.passed.append(name)
                 else:
-                    reason, never = self._why_not(state, request, i)
+                    failed.append((name, i))
+            if failed:
+                reasons = self._why_not(state, request, [i for _, i in failed])
+                for (name, _), (reason, never) in zip(failed, reasons, strict=True):
                     (out.unresolvable if never else out.failed)[name] = reason
         return out
 
@@ -127,7 +144,8 @@ class Extender:
         nodes, score, gpu = placer.candidates(request.shape)
         by_node = dict(zip(nodes.tolist(), score.tolist(), strict=True))
         gpu_of = dict(zip(nodes.tolist(), gpu.tolist(), strict=True))
-        known = [i for n in names if (i := self.cache.index(n)) is not None and i in by_node]
+        rows = self.cache.indices()
+        known = [i for n in names if (i := rows.get(n)) is not None and i in by_node]
         return known, by_node, gpu_of
 
     def prioritize(self, request: PodRequest, names: list[str]) -> list[tuple[str, int]]:
