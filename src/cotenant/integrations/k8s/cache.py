@@ -16,6 +16,7 @@ does with that rank. Thread-safe: the HTTP handlers and the watch threads share 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,7 @@ from cotenant.policies.placement import PlacementPolicy
 from cotenant.sim.placer import Placer
 
 FINISHED = ("Succeeded", "Failed")
+MAX_ERRORS = 1000
 CPU_ONLY_PLACEHOLDER = Node("cotenant-placeholder", 0, 0, 0, None)
 
 
@@ -62,7 +64,7 @@ class ClusterCache:
         self.placed: dict[str, _Placed] = {}
         self.pending: dict[str, PodRequest] = {}
         """Pods seen without a node (from the watch or a filter call), for bind."""
-        self.errors: list[str] = []
+        self.errors: deque[str] = deque(maxlen=MAX_ERRORS)
         """Objects from the watch that could not be read: one line each, newest last."""
         self._seed = seed
         self._placer: Placer | None = None

@@ -65,7 +65,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"Error": f"no such path {self.path}"})
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:
+            self._send(400, {"Error": "Content-Length must be a number of bytes >= 0"})
+            return
         if length > MAX_BODY:
             self._send(413, {"Error": f"body of {length} bytes is over {MAX_BODY}"})
             return

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import http.client
+import json
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -169,6 +172,26 @@ def test_bind_of_a_pod_never_seen_is_an_error(ext: Running) -> None:
 
 def test_unknown_verbs_and_health(ext: Running) -> None:
     assert ext.post("preemptx", {})[0] == 404
+    with urllib.request.urlopen(f"{ext.server.url}/healthz", timeout=5) as reply:
+        assert json.loads(reply.read()) == {"ok": True}
+
+
+def test_a_bad_content_length_is_a_400(ext: Running) -> None:
+    host, port = ext.server.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    conn.putrequest("POST", "/filter")
+    conn.putheader("Content-Length", "lots")
+    conn.endheaders()
+    reply = conn.getresponse()
+    assert reply.status == 400
+    assert "Content-Length" in json.loads(reply.read())["Error"]
+    conn.close()
+
+
+def test_a_pod_the_watch_cannot_read_is_recorded_not_fatal(ext: Running) -> None:
+    ext.cache.on_pod("ADDED", pod("odd", {"cotenant.io/gpu-milli": "1500"}, node_name="gpu-a"))
+    assert "must be below 1000" in ext.cache.errors[-1]
+    assert ext.cache.placed == {}
 
 
 def test_mig_instances_are_counted_per_profile() -> None:
