@@ -210,3 +210,30 @@ def test_the_kubelet_down_means_waiting_not_failing(sockets: Path) -> None:
     finally:
         daemon.close()
         kubelet.server.stop(grace=0)
+
+
+def test_whole_gpus_in_milli_get_every_annotated_gpu_and_no_mps(sockets: Path) -> None:
+    backend = FakeNode.build("A100-40GB", 4, ManualClock())
+    kube = MemoryKube()
+    kube.add(pod("w", "n", {"cotenant.io/gpu-milli": "2000"}, "1,3"))
+    resource = Resource("cotenant.io/gpu-milli", backend, NodePods(kube, "n"),
+                        MpsManager(backend, sockets), Health(backend))
+    answer = resource.allocate([f"GPU-fake-0000-m{k}" for k in range(2000)])
+    assert answer.envs == {"NVIDIA_VISIBLE_DEVICES": "GPU-fake-0001,GPU-fake-0003",
+                           "CUDA_VISIBLE_DEVICES": "GPU-fake-0001,GPU-fake-0003"}
+    assert answer.mounts == ()
+
+
+def test_a_gpu_the_inventory_cannot_read_is_unhealthy_for_that_poll(sockets: Path) -> None:
+    clock = ManualClock()
+    backend = FakeNode.build("A100-40GB", 1, clock)
+    resource = Resource("nvidia.com/gpu", backend, NodePods(MemoryKube(), "n"),
+                        MpsManager(backend, sockets), Health(backend))
+    backend.inject_nvml_error("gpus")
+    assert resource.devices() == []  # nothing readable: nothing advertised as healthy
+    assert resource.devices() == [("GPU-fake-0000", "Healthy")]
+    backend.inject_xid(0, 13)  # an application fault: the GPU stays healthy
+    assert resource.devices() == [("GPU-fake-0000", "Healthy")]
+    clock.advance(1.0)  # events are read by time, as the agent's supervisor reads them
+    backend.inject_xid(0, 48)  # a double-bit ECC error
+    assert resource.devices() == [("GPU-fake-0000", "Unhealthy")]

@@ -70,13 +70,14 @@ class Health:
     def poll(self) -> dict[int, bool]:
         try:
             gpus = self.backend.gpus()
+            events = (self.backend.xid_events(self._since)
+                      if BackendFeature.XID_EVENTS in self.backend.features() else [])
         except CotenantError:
             return {}
-        if BackendFeature.XID_EVENTS in self.backend.features():
-            for event in self.backend.xid_events(self._since):
-                self._since = max(self._since, event.time)
-                if event.xid not in APPLICATION_XIDS:
-                    self.failed.add(event.gpu)
+        for event in events:  # read by time after the last one seen, as the supervisor does
+            self._since = max(self._since, event.time)
+            if event.xid not in APPLICATION_XIDS:
+                self.failed.add(event.gpu)
         return {g.index: g.index not in self.failed for g in gpus}
 
 
