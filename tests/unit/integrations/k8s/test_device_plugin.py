@@ -89,6 +89,9 @@ def test_registers_serves_every_rpc_and_reregisters(sockets: Path) -> None:
     backend = FakeNode.build("A100-40GB", 2, ManualClock())
     kube = MemoryKube()
     kube.add(pod("early", "node-1", {"cotenant.io/gpu-milli": "250"}, None))  # not ours
+    running = pod("running", "node-1", {"cotenant.io/gpu-milli": "250"}, "0")
+    running["status"] = {"phase": "Running"}  # allocated before a plugin restart: not again
+    kube.add(running)
     kube.add(pod("a", "node-1", {"cotenant.io/gpu-milli": "250"}, "1"))
     kube.add(pod("b", "node-1", {"nvidia.com/gpu": "1"}, "1"))
     mps = MpsManager(backend, sockets / "state")

@@ -5,8 +5,9 @@ One :class:`Resource` per registered resource name:
 * ``cotenant.io/gpu-milli``: 1000 devices per GPU, ``<gpu uuid>-m<k>``; a container asking
   for 250 gets 250 of them. The kubelet picks *which* ids; what matters is the GPU the extender
   chose, written on the pod (``cotenant.io/gpus``). Allocate therefore finds the pod: the
-  oldest pod bound to this node, annotated by the extender, asking exactly that many milli and
-  not yet allocated (the kubelet admits one pod at a time). A share gets the MPS client
+  oldest pending pod bound to this node, annotated by the extender, asking exactly that many
+  milli and not yet allocated (the kubelet admits one pod at a time; a running pod is never
+  taken again, also after the plugin restarts). A share gets the MPS client
   environment of the agent's :class:`~cotenant.agent.mps.MpsManager` (active-thread % = milli /
   10, pinned memory = the share of the GPU's memory, the daemon's pipe directory, mounted).
 * ``nvidia.com/gpu``: one device per GPU (its UUID); GetPreferredAllocation steers the kubelet
@@ -130,7 +131,9 @@ class Resource:
             uid = str(get_field(pod, "metadata", "uid"))
             text = get_field(pod, "metadata", "annotations", ANNOTATION_GPUS)
             asked = pod_resources(pod).get(self.name)
-            if uid in self.allocated or not isinstance(text, str) or asked != amount:
+            phase = get_field(pod, "status", "phase") or "Pending"
+            if (uid in self.allocated or phase != "Pending" or not isinstance(text, str)
+                    or asked != amount):
                 continue
             try:
                 return pod, tuple(int(g) for g in text.split(","))
