@@ -11,6 +11,9 @@ random, so the node the policy would choose (the simulator's :func:`select_node`
 lowest rank) gets 10 alone and the others the policy's score scaled to 0..9: with the extender's
 weight above the scheduler's own plugins, the cluster places pods as the simulator does.
 
+*preempt* (optional in kube-scheduler) keeps the candidate nodes where evicting the proposed
+victims frees room for the pod in cotenant's own accounting.
+
 *bind* chooses the GPUs on the node the scheduler picked (the policy's GPU for a share, the
 lowest-index free GPUs for whole ones), writes them to the pod (annotations
 ``cotenant.io/gpus`` and ``cotenant.io/gpu-milli``), creates the Binding, and assumes the pod
@@ -169,6 +172,38 @@ class Extender:
                 for i in known:
                     result[nodes[i].name] = MAX_PRIORITY
             return list(result.items())
+
+    def preempt(self, request: PodRequest,
+                victims: dict[str, tuple[list[str], int]]) -> dict[str, tuple[list[str], int]]:
+        """Of the scheduler's candidate nodes (node -> (victim uids, PDB violations)), those
+        where evicting the victims frees enough for the pod in cotenant's accounting (GPU
+        milli per GPU and MIG instances, which kube-scheduler does not see). A node the cache
+        does not know is dropped, never passed; a victim it does not know frees nothing."""
+        self.cache.expire()
+        out: dict[str, tuple[list[str], int]] = {}
+        with self.cache.lock:
+            base = self.cache.placer().state
+            rows = self.cache.indices()
+            for node, (uids, violations) in victims.items():
+                i = rows.get(node)
+                if i is None:
+                    continue
+                state = base.copy()
+                freed_mig: dict[str, int] = {}
+                for uid in uids:
+                    placed = self.cache.placed.get(uid)
+                    if placed is None or placed.node != node:
+                        continue
+                    if placed.alloc is not None:
+                        state.release(placed.request.shape, placed.alloc)
+                    for profile, n in placed.request.mig:
+                        freed_mig[profile] = freed_mig.get(profile, 0) + n
+                mig_free = self._mig_free(node)
+                mig_ok = all(mig_free.get(p, 0) + freed_mig.get(p, 0) >= n
+                             for p, n in request.mig)
+                if mig_ok and state.feasible(request.shape, np.array([i]))[0]:
+                    out[node] = (uids, violations)
+        return out
 
     def choose_gpus(self, request: PodRequest, node: str) -> tuple[int, ...]:
         """The GPUs of ``node`` the pod gets; an :class:`InputError` if it no longer fits."""

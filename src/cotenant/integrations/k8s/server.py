@@ -1,4 +1,5 @@
-"""The extender's HTTP server: ``POST /filter``, ``/prioritize``, ``/bind``; ``GET /healthz``.
+"""The extender's HTTP server: ``POST /filter``, ``/prioritize``, ``/preempt``, ``/bind``;
+``GET /healthz``.
 
 kube-scheduler posts JSON (:mod:`.wire`) and expects HTTP 200 with the result; any other status
 fails the scheduling cycle. So a body that cannot be read (not JSON, no Pod) gets a 400 with
@@ -78,9 +79,10 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length)
         verb = self.path.strip("/").rsplit("/", 1)[-1]
         handler = {"filter": self._filter, "prioritize": self._prioritize,
-                   "bind": self._bind}.get(verb)
+                   "bind": self._bind, "preempt": self._preempt}.get(verb)
         if handler is None:
-            self._send(404, {"Error": f"no such verb {self.path}; use filter, prioritize, bind"})
+            self._send(404, {"Error": f"no such verb {self.path}; use filter, prioritize, "
+                              "preempt, bind"})
             return
         try:
             handler(body)
@@ -101,6 +103,12 @@ class _Handler(BaseHTTPRequestHandler):
         args = wire.extender_args(body)
         request = pod_request(args.pod)  # a 400 naming the problem: a list has no Error field
         self._send(200, wire.host_priorities(self.server.extender.prioritize(request, args.names)))
+
+    def _preempt(self, body: bytes) -> None:
+        args = wire.preemption_args(body)
+        request = pod_request(args.pod)  # a 400 naming the problem: the result has no Error
+        kept = self.server.extender.preempt(request, args.victims)
+        self._send(200, wire.preemption_result(kept))
 
     def _bind(self, body: bytes) -> None:
         args = wire.binding_args(body)

@@ -3,7 +3,8 @@
 The Go types of ``k8s.io/kube-scheduler/extender/v1`` (``types.go``) carry no JSON tags, so
 the keys are the Go field names (``Pod``, ``Nodes``, ``NodeNames``, ``FailedNodes``,
 ``FailedAndUnresolvableNodes``, ``Error``, ``Host``, ``Score``, ``PodName``,
-``PodNamespace``, ``PodUID``, ``Node``); Go's decoder matches keys case-insensitively, so this
+``PodNamespace``, ``PodUID``, ``Node``, ``NodeNameToVictims``, ``NodeNameToMetaVictims``,
+``Pods``, ``UID``, ``NumPDBViolations``); Go's decoder matches keys case-insensitively, so this
 module does too on the way in and writes the Go names on the way out. Of ``Nodes`` (a
 ``v1.NodeList``) and ``NodeNames`` exactly one is set, the other ``null``: ``NodeNames`` when
 the extender is configured ``nodeCacheCapable``, and the reply uses the same one.
@@ -125,3 +126,53 @@ def binding_args(body: bytes) -> BindingArgs:
             raise InputError(f"ExtenderBindingArgs.{key}", "must be a non-empty string")
         values.append(value)
     return BindingArgs(values[0], values[1] or "default", values[2], values[3])
+
+
+@dataclass(frozen=True)
+class PreemptionArgs:
+    """``ExtenderPreemptionArgs``: the pod and, per node, the victims' UIDs and PDB violations
+    (``NodeNameToMetaVictims`` when ``nodeCacheCapable``, else ``NodeNameToVictims``)."""
+
+    pod: dict[str, Any]
+    victims: dict[str, tuple[list[str], int]]
+
+
+def _victims(value: Any, where: str, full_pods: bool) -> tuple[list[str], int]:
+    if not isinstance(value, dict):
+        raise InputError(where, "must be an object with Pods and NumPDBViolations")
+    pods = get(value, "Pods") or []
+    violations = get(value, "NumPDBViolations") or 0
+    if not isinstance(pods, list) or not isinstance(violations, int):
+        raise InputError(where, "Pods must be a list and NumPDBViolations an integer")
+    uids = []
+    for k, pod in enumerate(pods):
+        meta = get(pod, "metadata") if full_pods and isinstance(pod, dict) else pod
+        uid = get(meta, "uid" if full_pods else "UID") if isinstance(meta, dict) else None
+        if not isinstance(uid, str) or not uid:
+            raise InputError(f"{where}.Pods[{k}]", "needs a UID")
+        uids.append(uid)
+    return uids, violations
+
+
+def preemption_args(body: bytes) -> PreemptionArgs:
+    obj = parse_body(body, "ExtenderPreemptionArgs")
+    pod = get(obj, "Pod")
+    if not isinstance(pod, dict):
+        raise InputError("ExtenderPreemptionArgs.Pod", "must be a Pod object")
+    meta, full = get(obj, "NodeNameToMetaVictims"), get(obj, "NodeNameToVictims")
+    source, key, full_pods = (meta, "NodeNameToMetaVictims", False) if meta is not None else (
+        full, "NodeNameToVictims", True)
+    if source is None:
+        source = {}
+    if not isinstance(source, dict):
+        raise InputError(f"ExtenderPreemptionArgs.{key}", "must map node names to victims")
+    victims = {node: _victims(v, f"ExtenderPreemptionArgs.{key}[{node}]", full_pods)
+               for node, v in source.items()}
+    return PreemptionArgs(pod, victims)
+
+
+def preemption_result(kept: dict[str, tuple[list[str], int]]) -> dict[str, Any]:
+    """``ExtenderPreemptionResult``: the nodes kept, their victims as ``MetaVictims``."""
+    return {"NodeNameToMetaVictims": {
+        node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": violations}
+        for node, (uids, violations) in kept.items()}}

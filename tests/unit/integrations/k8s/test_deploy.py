@@ -59,8 +59,8 @@ def test_the_scheduler_config_points_at_the_extender() -> None:
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     (ext,) = config["extenders"]
     assert set(ext) <= EXTENDER_FIELDS
-    assert (ext["filterVerb"], ext["prioritizeVerb"], ext["bindVerb"]) == (
-        "filter", "prioritize", "bind")
+    assert (ext["filterVerb"], ext["prioritizeVerb"], ext["preemptVerb"], ext["bindVerb"]) == (
+        "filter", "prioritize", "preempt", "bind")
     assert ext["nodeCacheCapable"] is True
     assert {r["name"] for r in ext["managedResources"]} == {GPU_MILLI, NVIDIA_GPU}
     (extender,) = [c for c in containers() if c["name"] == "extender"]

@@ -207,3 +207,47 @@ def test_mig_instances_are_counted_per_profile() -> None:
         _, reply = ext.post("filter", args_by_name(pod("m3", {"nvidia.com/mig-1g.10gb": "3"}),
                                                    ["mig-a"]))
         assert "mig-a" in reply["FailedAndUnresolvableNodes"]
+
+
+def fill_gpu_a(ext: Running) -> None:
+    for i in range(4):
+        ext.kube.add(pod(f"w{i}", {"cpu": "1", "nvidia.com/gpu": "2"}))
+        assert ext.post("bind", binding_args(f"w{i}", "gpu-a"))[1] == {"Error": ""}
+
+
+def test_preempt_keeps_nodes_where_the_victims_free_enough(ext: Running) -> None:
+    fill_gpu_a(ext)
+    two = pod("big", {"cpu": "1", "nvidia.com/gpu": "2"})
+    four = pod("bigger", {"cpu": "1", "nvidia.com/gpu": "4"})
+    meta = {"gpu-a": {"Pods": [{"UID": "uid-w3"}], "NumPDBViolations": 1},
+            "gpu-b": {"Pods": [], "NumPDBViolations": 0},
+            "stranger": {"Pods": [{"UID": "uid-x"}], "NumPDBViolations": 0}}
+    body = {"Pod": two, "NodeNameToVictims": None, "NodeNameToMetaVictims": meta}
+    status, reply = ext.post("preempt", body)
+    assert status == 200
+    assert reply == {"NodeNameToMetaVictims": {
+        "gpu-a": {"Pods": [{"UID": "uid-w3"}], "NumPDBViolations": 1},
+        "gpu-b": {"Pods": [], "NumPDBViolations": 0}}}  # the unknown node is dropped
+    status, reply = ext.post("preempt", body | {"Pod": four})
+    assert set(reply["NodeNameToMetaVictims"]) == {"gpu-b"}  # one victim frees only 2 GPUs
+    # the scheduler's decision did not change the cache: gpu-a is still full
+    assert (ext.cache.placer().state.gpu_free[ext.cache.index("gpu-a")] == 0).all()
+
+
+def test_preempt_reads_full_victim_pods_too(ext: Running) -> None:
+    fill_gpu_a(ext)
+    victims = [ext.kube.pods[f"default/w{i}"] for i in (2, 3)]
+    body = {"pod": pod("bigger", {"nvidia.com/gpu": "4"}), "nodeNameToMetaVictims": None,
+            "nodenametovictims": {"gpu-a": {"pods": victims, "numPDBViolations": 0}}}
+    status, reply = ext.post("preempt", body)
+    assert status == 200
+    assert reply["NodeNameToMetaVictims"] == {"gpu-a": {
+        "Pods": [{"UID": "uid-w2"}, {"UID": "uid-w3"}], "NumPDBViolations": 0}}
+
+
+def test_preempt_with_a_victim_without_uid_is_a_400(ext: Running) -> None:
+    body = {"Pod": pod("p", QUARTER), "NodeNameToMetaVictims": {
+        "gpu-a": {"Pods": [{}], "NumPDBViolations": 0}}}
+    status, reply = ext.post("preempt", body)
+    assert status == 400
+    assert "NodeNameToMetaVictims[gpu-a].Pods[0]: needs a UID" in reply["Error"]
