@@ -2,7 +2,8 @@
 
 ``grpc_tools.protoc`` writes ``deviceplugin_v1beta1_pb2.py`` and ``..._pb2_grpc.py`` into a
 cache directory keyed by the proto's hash and the generator's version
-(``$COTENANT_CACHE`` or ``~/.cache/cotenant``), atomically; later imports reuse them. Nothing
+(``$COTENANT_CACHE`` or ``~/.cache/cotenant``, the temporary directory where that cannot be
+created), atomically; later imports reuse them. Nothing
 generated is committed, and nothing is edited by hand.
 """
 
@@ -56,8 +57,13 @@ def load() -> tuple[ModuleType, ModuleType]:
     digest = hashlib.sha256(PROTO.read_bytes() + version.encode()).hexdigest()[:16]
     out = cache_root() / "deviceplugin" / digest
     if not (out / f"{STEM}_pb2_grpc.py").exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        _generate(out)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:  # a read-only home (a container): the system's temporary directory
+            out = Path(tempfile.gettempdir()) / f"cotenant-{os.getuid()}" / "deviceplugin" / digest
+            out.parent.mkdir(parents=True, exist_ok=True)
+        if not (out / f"{STEM}_pb2_grpc.py").exists():
+            _generate(out)
     modules = []
     for name in (f"{STEM}_pb2", f"{STEM}_pb2_grpc"):  # _grpc imports _pb2 by this bare name
         if name not in sys.modules:
