@@ -70,12 +70,14 @@ class Placer:
             self._caches[shape] = cache
         return cache
 
-    def choose(self, shape: PodShape) -> tuple[int, int] | None:
-        """(node, GPU for a fractional pod or -1), or None when no node fits."""
+    def candidates(self, shape: PodShape) -> tuple[IntArray, IntArray, IntArray]:
+        """The nodes that can host ``shape`` now, with the policy's score and GPU choice on
+        each (the cached ones for a node-local policy, fresh ones otherwise)."""
         state = self.state
         if not self.use_cache:
             nodes = np.flatnonzero(state.feasible(shape))
-            return self._pick_fresh(shape, nodes)
+            scored = self.policy.score(state, shape, nodes, self.rng)
+            return nodes, scored.score, scored.gpu
         cache = self._cache_for(shape)
         stale = np.flatnonzero(cache.version != state.version)
         if stale.size:
@@ -87,11 +89,30 @@ class Placer:
                 self._score_into(cache, shape, fresh)
         nodes = np.flatnonzero(cache.feasible)
         if not self.policy.node_local:
+            scored = self.policy.score(state, shape, nodes, self.rng)
+            return nodes, scored.score, scored.gpu
+        return nodes, cache.score[nodes], cache.gpu[nodes]
+
+    def choose(self, shape: PodShape) -> tuple[int, int] | None:
+        """(node, GPU for a fractional pod or -1), or None when no node fits."""
+        if not self.use_cache or not self.policy.node_local:
+            state = self.state
+            nodes = (np.flatnonzero(state.feasible(shape)) if not self.use_cache
+                     else np.flatnonzero(self._feasible_cached(shape)))
             return self._pick_fresh(shape, nodes)
+        nodes, score, gpu = self.candidates(shape)
         if nodes.size == 0:
             return None
-        node = select_node(nodes, cache.score[nodes], self.rank)
-        return node, int(cache.gpu[node])
+        pick = select_node(np.arange(nodes.size), score, self.rank[nodes])
+        return int(nodes[pick]), int(gpu[pick])
+
+    def _feasible_cached(self, shape: PodShape) -> BoolArray:
+        cache = self._cache_for(shape)
+        stale = np.flatnonzero(cache.version != self.state.version)
+        if stale.size:
+            cache.feasible[stale] = self.state.feasible(shape, stale, cache.spec_mask)
+            cache.version[stale] = self.state.version[stale]
+        return cache.feasible
 
     def _pick_fresh(self, shape: PodShape, nodes: IntArray) -> tuple[int, int] | None:
         """Score ``nodes`` now (no score cache) and pick the best."""
