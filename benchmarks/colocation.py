@@ -103,14 +103,14 @@ def reaction(seed: int) -> list[dict[str, object]]:
 
 
 def key_settings() -> list[tuple[str, ColocationPolicy]]:
-    """A cheaper frontier for the sensitivity runs: the dynamic policies, and every baseline
-    admitting all GPUs with the memory limit and each guard (fixed-split MPS at 75%), and
-    priority with the memory limit alone."""
+    """A cheaper frontier: the dynamic policies, and every baseline admitting all GPUs with
+    the memory limit, alone (priority) or with each guard at each trigger (fixed-split MPS at
+    a 75% online share)."""
     dynamic = ("muxflow", "cotenant-pause", "cotenant-priority")
     return [(label, p) for label, p in settings()
             if p.name in dynamic or (p.admission.admits_all and p.memory_limit and (
-                p.guard is not None or p.name == "priority") and "share=" not in label)
-            or (p.admission.admits_all and p.guard is not None and "share=75%" in label)]
+                p.guard is not None or p.name == "priority")
+                and ("share=" not in label or "share=75%" in label))]
 
 
 def sensitivity(seed: int) -> list[dict[str, object]]:

@@ -16,10 +16,11 @@ are the floor every policy stands on, and no sharing policy can go under it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cotenant.errors import InputError
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy
+from cotenant.policies.colocation.registry import GUARDS as GUARD_SETTINGS
 from cotenant.sim.colocation.records import ColocationConfig, ColocationRun
 from cotenant.sim.colocation.run import run_colocation
 from cotenant.sim.colocation.workload import ColocationWorkload
@@ -31,8 +32,9 @@ ADMISSION_QUANTILE = 0.99
 DEFAULT_WINDOWS_S: tuple[float, ...] = (60.0, 300.0, 900.0)
 """Load windows of the dynamic share sizing (MuxFlow and ours): a longer one changes the
 share, and restarts the co-runner, less often."""
-DEFAULT_THRESHOLDS: tuple[float, ...] = (0.95, 0.8, 0.6, 0.4, 0.25)
-"""cotenant-priority's guard trigger (fraction of the SLO)."""
+DEFAULT_THRESHOLDS: tuple[float, ...] = (0.95, 0.6, 0.4)
+"""Guard triggers (fraction of the SLO), offered alike to cotenant-priority and to every
+baseline's guard; the first is every guard's default."""
 GUARDS = ("muxflow", "pause", "adaptive")
 """Every guard is offered to every baseline (memory limit on)."""
 BUDGETS_PCT: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -66,8 +68,9 @@ def settings(
     thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
 ) -> list[tuple[str, ColocationPolicy]]:
     """Every (label, policy) the frontier runs (dedicated, the reference, is run apart): the
-    dynamic-share policies per load window, cotenant-priority per guard trigger, and every
-    baseline bare, with a memory limit, and with each guard, per admission threshold."""
+    dynamic-share policies per load window; cotenant-priority per guard trigger; every
+    baseline bare and with a memory limit, per admission threshold, and with each guard, the
+    guards admitting every GPU at each of the same triggers cotenant-priority is offered."""
     if not shares or not max_loads or not windows_s or not thresholds:
         raise InputError("frontier", "needs at least one share, admission load, window and "
                          "threshold")
@@ -82,7 +85,12 @@ def settings(
                                   "memory_limit": True}
         tag = f" p99<={limit:g}" if limit < 1.0 else ""
         variants.append((f"mem-limit{tag}", adm))
-        variants += [(f"mem-limit+{g} guard{tag}", {**adm, "guard": g}) for g in GUARDS]
+        for g in GUARDS:
+            triggers = thresholds if limit >= 1.0 else thresholds[:1]
+            variants += [(f"mem-limit+{g} guard{tag}" + (f" threshold={th:g}" if th != 0.95
+                                                          else ""),
+                          {**adm, "guard": replace(GUARD_SETTINGS[g], threshold=th)})
+                         for th in triggers]
     for label, kw in variants:
         out += [(f"share={s}% {label}", COLOCATION.create("mps-fixed", share=s, **kw))
                 for s in shares]

@@ -62,16 +62,18 @@ def substep(ctx: RunContext, st: RunState, t: int, k: int, down: BoolArray,
         running=has & (st.up_at <= now) & ~paused_now, share=st.share, stretch=ctx.predicted)
     act, st.core = pol.decide(obs, st.core)
     te = t0 + np.minimum(off + ctx.config.reaction_s, dt)
+    jobs_at_start = st.job_on.copy()
     _apply(ctx, st, act, has, te)
     before = active(has, st.up_at_before, st.pause_from_before, st.pause_to_before, t0, te)
     after = active(st.job_on >= 0, st.up_at, st.pause_from, st.pause_to, te, t0 + dt)
-    _account(ctx, st, t0 + dt, load, rate, has, prof, true, f_old, before, after, down, lost)
+    _account(ctx, st, t0 + dt, load, rate, jobs_at_start, prof, true, f_old, before, after,
+             down, lost)
     st.hist[:, st.step % ctx.window] = series_load(w, t, k)
     st.step += 1
 
 
 def _account(ctx: RunContext, st: RunState, end: float, load: FloatArray, rate: FloatArray,
-             has: BoolArray, prof: IntArray, true: FloatArray, f_old: FloatArray,
+             jobs_at_start: IntArray, prof: IntArray, true: FloatArray, f_old: FloatArray,
              before: FloatArray, after: FloatArray, down: BoolArray, lost: BoolArray) -> None:
     """Late requests, offline work, utilisation and SM activity of the sub-step: ``before``
     seconds with the co-runner in the old state, ``after`` in the new one, the rest alone. The
@@ -101,7 +103,7 @@ def _account(ctx: RunContext, st: RunState, end: float, load: FloatArray, rate: 
     st.late += rate * np.where(down, dt, late)
     s_old, s_new = both(lambda sh, p, ld: phy.offline_speed(p.astype(np.int64), sh, ld),
                         st.share_before, prof.astype(np.float64), load)
-    _progress(ctx, st, end, has, before * s_old + after * s_new, lost)
+    _progress(ctx, st, end, jobs_at_start, before * s_old + after * s_new, lost)
     u_old, b_old = phy.busy_rates(w.model, prof, load, f_old, st.share_before)
     u_new, b_new = u_old.copy(), b_old.copy()
     if len(moved):
@@ -123,11 +125,11 @@ def _apply(ctx: RunContext, st: RunState, act: Actions, has: BoolArray, te: Floa
     st.pause_to_before, st.share_before = st.pause_to.copy(), st.share.copy()
     restart = act.restart & has & (st.up_at <= te)
     pause = np.isfinite(act.pause_until) & has & ~act.evict
-    g = ctx.policy.guard
-    pause_s = g.pause_s if g is not None else 0.0
+    # a pause runs from when it lands until the core's pause_until, as the agent resumes it
     st.pause_from = np.where(pause & (st.pause_to <= te), te, st.pause_from)  # else extended
-    st.pause_to = np.where(pause, te + pause_s, np.where(restart, np.minimum(st.pause_to, te),
-                                                         st.pause_to))
+    until = np.maximum(np.nan_to_num(act.pause_until, nan=-np.inf), te)
+    st.pause_to = np.where(pause, until, np.where(restart, np.minimum(st.pause_to, te),
+                                                  st.pause_to))
     st.up_at = np.where(restart, te + ctx.config.share_change_s, st.up_at)
     st.share = np.where(has, act.share, st.share).astype(np.int64)
     why = np.where(has, act.why, Why.NONE)
@@ -140,20 +142,22 @@ def _apply(ctx: RunContext, st: RunState, act: Actions, has: BoolArray, te: Floa
         leave_at(ctx, st, evicted, te[evicted])
 
 
-def _progress(ctx: RunContext, st: RunState, end: float, has: BoolArray, gain: FloatArray,
-              lost: BoolArray) -> None:
-    """Credit the sub-step's offline work; a job whose work runs out finishes (its GPU is
-    free for the next interval's placement)."""
+def _progress(ctx: RunContext, st: RunState, end: float, jobs_at_start: IntArray,
+              gain: FloatArray, lost: BoolArray) -> None:
+    """Credit the sub-step's offline work to the job each GPU ran at its start (an evicted
+    one too, for the part before it left: it finishes on its next GPU, since it is queued
+    again); a job whose work runs out finishes (its GPU is free for the next placement)."""
     if ctx.work.jobs == 0:
         return
-    idx = np.flatnonzero(has & (gain > 0.0))
-    jobs = st.job_on[idx]
+    idx = np.flatnonzero((jobs_at_start >= 0) & (gain > 0.0))
+    jobs = jobs_at_start[idx]
     left = st.remaining[jobs]
-    got = np.minimum(gain[idx], left)
+    gone = st.job_on[idx] != jobs  # evicted in this sub-step: it may not finish here
+    got = np.minimum(gain[idx], np.where(gone, left * (1.0 - 1e-6), left))
     keep = ~lost[idx]
     st.gain[idx] += np.where(keep, got, 0.0)
     st.remaining[jobs] = np.where(keep, left - got, left)
-    done = keep & (got >= left * (1.0 - 1e-9))
+    done = keep & ~gone & (got >= left * (1.0 - 1e-9))
     finished = idx[done]
     st.remaining[st.job_on[finished]] = 0.0
     st.finish_s[st.job_on[finished]] = end
