@@ -89,7 +89,7 @@ def test_the_frontier_reports_points_and_a_verdict(capsys: pytest.CaptureFixture
                          "--frontier", "--json", "--out", str(tmp_path))
     assert code == 0
     data = json.loads(out)
-    assert len(data["points"]) == 56
+    assert len(data["points"]) == 84
     assert {v["budget_added_pct"] for v in data["verdict"]} >= {0.1, 1.0}
-    assert "frontier: 57 runs" in err
+    assert "85 runs" in err
     assert (tmp_path / "frontier.json").exists()

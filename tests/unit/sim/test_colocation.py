@@ -10,7 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cotenant.policies.colocation import COLOCATION, GpuState, Matching, Observation
+from cotenant.policies.colocation import (
+    COLOCATION,
+    Actions,
+    GpuState,
+    Matching,
+    Observation,
+)
 from cotenant.policies.colocation.policy import ColocationPolicy
 from cotenant.sim.colocation.faults import FaultRates
 from cotenant.sim.colocation.records import ColocationConfig, IntervalState
@@ -71,35 +77,44 @@ class _Recorder:
 
     def __init__(self, policy: ColocationPolicy) -> None:
         self.policy, self.seen = policy, []  # type: ignore[var-annotated]
+        self.log: list[tuple[Observation, Actions]] = []
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.policy, name)
 
-    def decide(self, obs: Observation, state: GpuState) -> object:
+    def decide(self, obs: Observation, state: GpuState) -> tuple[Actions, GpuState]:
         self.seen.append(obs)
-        return self.policy.decide(obs, state)
+        actions, nxt = self.policy.decide(obs, state)
+        self.log.append((obs, actions))
+        return actions, nxt
 
 
-def test_no_decision_sees_a_load_that_has_not_happened(work: ColocationWorkload) -> None:
-    """Change the load after minute 45: every decision up to it is the same."""
-    cut = 45
+@pytest.mark.parametrize("policy", ["muxflow", "cotenant-priority", "cotenant-pause"])
+def test_no_decision_sees_a_load_that_has_not_happened(work: ColocationWorkload,
+                                                       policy: str) -> None:
+    """Change the load from sub-step 3 of minute 45 on: every observation and every action
+    before that sub-step is the same, field by field."""
+    cut, k = 45, 3
     fine = work.fine.copy() if work.fine is not None else None
     assert fine is not None
+    fine[:, cut, k:] = np.minimum(1.0, fine[:, cut, k:] * 3.0 + 0.2)
     fine[:, cut + 1:, :] = np.minimum(1.0, fine[:, cut + 1:, :] * 3.0 + 0.2)
     later = replace(work, fine=fine)
-    shares = {}
-    for label, w in (("a", work), ("b", later)):
-        rec = _Recorder(COLOCATION.create("muxflow"))
-        states: list[IntervalState] = []
-        run_colocation(w, rec, 5, on_interval=states.append)  # type: ignore[arg-type]
-        shares[label] = [s.online_share for s in states[:cut + 1]]
-        if label == "a":
-            first = rec.seen
-        else:
-            for x, y in zip(first[:(cut + 1) * w.substeps], rec.seen, strict=False):
-                assert np.array_equal(x.load_peak, y.load_peak)
-                assert np.array_equal(np.nan_to_num(x.p99_ms), np.nan_to_num(y.p99_ms))
-    assert all(np.array_equal(x, y) for x, y in zip(shares["a"], shares["b"], strict=True))
+    seen = []
+    for w in (work, later):
+        rec = _Recorder(COLOCATION.create(policy))
+        run_colocation(w, rec, 5)  # type: ignore[arg-type]
+        seen.append(rec)
+    before = cut * work.substeps + k
+    for (x, ax), (y, ay) in zip(seen[0].log[:before], seen[1].log[:before], strict=True):
+        for name in ("load", "load_peak", "p99_ms", "placed", "running", "share", "stretch"):
+            assert np.array_equal(np.nan_to_num(getattr(x, name)),
+                                  np.nan_to_num(getattr(y, name))), name
+        for name in ("share", "restart", "evict", "why"):
+            assert np.array_equal(getattr(ax, name), getattr(ay, name)), name
+    assert any(not np.array_equal(x.load, y.load)
+               for (x, _), (y, _) in zip(seen[0].log[before:], seen[1].log[before:],
+                                         strict=False))
 
 
 def test_the_policy_is_told_a_predicted_stretch_not_the_pairs_true_one(
@@ -218,3 +233,27 @@ def test_each_matching_pairs_jobs_that_fit(work: ColocationWorkload, matching: s
         on = state.offline_job >= 0
         room = work.gpu_memory_mib - work.online_memory_mib
         assert np.all(work.job_memory_mib[state.offline_job[on]] <= room[on] + 1e-9)
+
+
+def test_a_pause_ends_when_the_core_says_and_the_co_runner_idles_through_it(
+        work: ColocationWorkload) -> None:
+    """The simulator resumes a paused co-runner at the core's pause_until, as the agent does:
+    a longer reaction delays the pause's start, not its end."""
+    rec = _Recorder(COLOCATION.create("cotenant-priority"))
+    run_colocation(work, rec, 5)  # type: ignore[arg-type]
+    ends = [a.pause_until[np.isfinite(a.pause_until)] for _, a in rec.log]
+    assert any(len(e) for e in ends)
+    for (obs, act) in rec.log:
+        i = np.isfinite(act.pause_until)
+        now = np.broadcast_to(np.asarray(obs.now_s), i.shape)
+        assert np.allclose(act.pause_until[i] - now[i], 30.0)
+
+
+def test_work_done_before_an_eviction_is_credited_to_the_evicted_job(
+        work: ColocationWorkload) -> None:
+    run = run_colocation(work, COLOCATION.create("mps-fixed", guard="muxflow",
+                                                 memory_limit=True), 5)
+    assert run.summary()["evictions"] > 0
+    assert run.job_wait_min is not None
+    done = ~np.isnan(run.job_wait_min)
+    assert np.all(run.job_wait_min[done] >= 0.0)  # no job finishes before it arrives

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from cotenant.sim.colocation.frontier import (
+    DEFAULT_THRESHOLDS,
     GUARDS,
     FrontierPoint,
     best_within,
@@ -42,8 +43,13 @@ def test_every_baseline_is_offered_every_guard_and_the_memory_limit() -> None:
         mine = [p for _, p in runs if p.name == name]
         assert any(not p.memory_limit and p.guard is None for p in mine)
         assert any(p.memory_limit and p.guard is None for p in mine)
-        guards = {p.guard for p in mine if p.guard is not None}
-        assert len(guards) == len(GUARDS)
+        guards = {(p.guard.adaptive, p.guard.pause_s, p.guard.threshold)
+                  for p in mine if p.guard is not None}
+        assert len(guards) == len(GUARDS) * len(DEFAULT_THRESHOLDS)
+        triggers = {p.guard.threshold for p in mine if p.guard is not None}
+        mine_cp = {p.guard.threshold for _, p in runs if p.name == "cotenant-priority"
+                   and p.guard is not None}
+        assert triggers == mine_cp  # cotenant-priority's knob is offered to every guard
         assert any(not p.admission.admits_all for p in mine)
     assert {p.name for _, p in runs} >= {"muxflow", "cotenant-pause", "cotenant-priority"}
 

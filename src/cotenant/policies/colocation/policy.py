@@ -140,7 +140,7 @@ class ColocationPolicy:
         g, now = self.guard, obs.now_s
         assert g is not None
         paused = state.paused_until > now
-        pause = risk & (g.pause_s > 0.0) & (now > state.paused_at + g.pause_s + g.hold_s)
+        pause = risk & (g.pause_s > 0.0) & (now >= state.paused_at + g.pause_s + g.hold_s)
         act = risk & ~pause
         target = np.maximum(share, floor) + g.step_pct
         i = np.flatnonzero(act)  # the need at the measured load, where the guard acts
