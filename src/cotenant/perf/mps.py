@@ -26,24 +26,11 @@ to those numbers done here:
   percentile of an M/D/1 wait under Kingman's mean ``E[W] = rho S / (2 (1 - rho))`` with an
   exponential tail: ``P(W > t) = rho * exp(-2 (1 - rho) t / S)``, hence
   ``p99 = S * (1 + max(0, ln(100 rho)) / (2 (1 - rho)))``; infinite at ``rho >= 1``.
-* **Interference by mode** (section 3, Tally ``priority-aware-perf.csv``, 12 pairs, A100-40GB):
-  mean HP p99 ratio MPS 3.90, MPS-priority 2.96, time slicing 2.38; mean BE normalised
-  throughput MPS 0.87, MPS-priority 0.85, time slicing 0.54. With an MPS SM *limit* the online
-  service keeps its SMs, so only memory-system contention remains; we take the smallest
-  MPS-priority ratio seen (1.27, llama-2-7b with ResNet-50 training) as that residual factor
-  and apply it to the batch latency whenever an offline job runs beside (an assumption).
-* **Time slicing** goes through the same queue: while a co-runner has work, the time-slice
-  scheduler stretches every online batch by :data:`TS_STRETCH`, the factor whose p99 at
-  Tally's HP duty cycle is Tally's 2.38x the solo p99 (solved at import). Tally runs its
-  server at "load 0.5" of its request capacity, which alone keeps a kernel running 44.7% of
-  the time (:data:`TALLY_HP_LOAD`); ``load`` here is that duty cycle. So a time-sliced
-  service saturates at load ``1 / TS_STRETCH`` (about 0.68) and suffers less at low load.
-  The stretch is waiting: a batch waits for the offline job's slice, it does not use more
-  GPU time. The offline job gets the time the online service leaves, less the switching:
-  ``1 - load * (1 - 0.54) / 0.447`` (:data:`TS_ONLINE_COST`, about 1.03 s lost per second of
-  online work, so Tally's 0.54 BE throughput at its server's duty cycle; 1 with the service
-  idle). Above load 0.68 the online p99 is infinite while the offline job still
-  progresses: an upper bound on time slicing's offline work, which favours the baseline.
+* **Interference** between an online service and its co-runner, per sharing mechanism, is
+  :mod:`cotenant.perf.interference` (one source and one statistic for every mechanism);
+  :data:`TALLY_HP_LOAD` below is the duty cycle its Tally ratios are solved at: Tally runs
+  its server at "load 0.5" of its request capacity, which alone keeps a kernel running
+  44.7% of the time; ``load`` here is that duty cycle.
 * **Memory** (section 3, Tally ``single-job-perf.csv``): training footprints 9,615-18,129 MB,
   inference-server footprints 1,475 and 15,915 MB on a 40,960 MB GPU.
 """
@@ -52,7 +39,6 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import brentq
 
 from cotenant.perf import published
 from cotenant.perf.measured import MIGER_ONLINE_MS
@@ -111,9 +97,6 @@ TALLY_HP_LOAD = round(float(np.mean(
 at "load 0.5", half its request capacity; alone it keeps a kernel running 45.2% (llama-2-7b)
 and 44.2% (BERT) of the time (``single-job-perf.csv``). ``load`` here is that duty cycle, as
 nvidia-smi and the GenAI trace report it."""
-TS_ONLINE_COST = (1.0 - BE_NORMALISED_TPUT["time-slicing"]) / TALLY_HP_LOAD
-"""Offline time lost under time slicing per second of online kernel time (Tally:
-(1 - 0.54) / 0.447, about 1.03: the online second itself and the slices' switching)."""
 
 # Tally single-job-perf.csv (``perf/data/tally_jobs.csv``): footprints (MB), memory-bandwidth
 # and GPU utilisation of the training jobs, in file order (a job profile is an index here).
@@ -220,58 +203,6 @@ def load_beside(busy: float, share: float, serial: float, overlap: float) -> flo
     """The solo duty of a service busy ``busy`` of the time beside such a co-runner: the
     inverse of :func:`busy_beside` below saturation."""
     return busy / (overlap / float(speed(share, serial)) + (1.0 - overlap))
-
-
-def min_share(
-    load: FloatArray, slo_ms: FloatArray, serial: FloatArray, l100: FloatArray,
-    interference: FloatArray | float, step_pct: int = 1,
-) -> npt.NDArray[np.int64]:
-    """Smallest share (percent, multiple of ``step_pct``) whose p99 is within ``slo_ms``;
-    101 where even 100% misses it. Vectorised over services by bisection on the grid."""
-    load = np.asarray(load, dtype=np.float64)
-    lo = np.zeros(load.shape, dtype=np.int64)  # p99 misses at lo * step (0 always misses)
-    hi = np.full(load.shape, 100 // step_pct, dtype=np.int64)
-    ok_full = p99_ms(load, np.ones_like(load), serial, l100, interference) <= slo_ms
-    while True:
-        open_ = hi - lo > 1
-        if not open_.any():
-            break
-        mid = (lo + hi) // 2
-        fits = p99_ms(load, mid * step_pct / 100.0, serial, l100, interference) <= slo_ms
-        hi = np.where(open_ & fits, mid, hi)
-        lo = np.where(open_ & ~fits, mid, lo)
-    return np.where(ok_full, hi * step_pct, 101).astype(np.int64)
-
-
-def _solve_ts_stretch() -> float:
-    """The batch stretch whose p99 at Tally's HP load is Tally's time-slicing p99 ratio."""
-    load = np.array([TALLY_HP_LOAD])
-    solo = float(p99_ms(load, np.ones(1), 0.0, 1.0)[0])
-
-    def excess(stretch: float) -> float:
-        ratio = float(p99_ms(load, np.ones(1), 0.0, 1.0, stretch)[0]) / solo
-        return ratio - P99_RATIO["time-slicing"]
-
-    # the ratio rises from 1 at no stretch to infinity where the queue saturates
-    return float(brentq(excess, 1.0, (1.0 - 1e-9) / TALLY_HP_LOAD))
-
-
-TS_STRETCH: float = _solve_ts_stretch()
-"""Online batch slowdown under time slicing beside a busy co-runner (about 1.48)."""
-
-
-def ts_p99_ms(
-    load: FloatArray, serial: FloatArray | float, l100: FloatArray | float
-) -> FloatArray:
-    """Online p99 (ms) time-sliced with an offline job: the whole GPU, batches stretched."""
-    return p99_ms(load, np.ones_like(np.asarray(load, dtype=np.float64)), serial, l100,
-                  TS_STRETCH)
-
-
-def ts_offline_speed(load: FloatArray) -> FloatArray:
-    """Offline speed time-sliced beside an online service at solo duty ``load``."""
-    rate = 1.0 - TS_ONLINE_COST * np.asarray(load, dtype=np.float64)
-    return np.asarray(np.clip(rate, 0.0, 1.0), dtype=np.float64)
 
 
 def violation_share(

@@ -38,21 +38,6 @@ def test_p99_grows_with_load_and_shrinks_with_share() -> None:
     assert np.isinf(mps.p99_ms(np.array([0.9]), np.array([0.3]), a, l100)[0])
 
 
-def test_min_share_is_the_smallest_that_meets_the_slo() -> None:
-    a, l100 = mps.SERIAL_FRACTION["resnet50"], mps.L100_MS["resnet50"]
-    loads = np.array([0.0, 0.05, 0.2, 0.95])
-    slo = np.full(4, 60.0)
-    need = mps.min_share(loads, slo, a, l100, 1.27)
-    for load, s in zip(loads, need, strict=True):
-        if s == 101:
-            assert mps.p99_ms(np.array([load]), np.array([1.0]), a, l100, 1.27)[0] > 60.0
-            continue
-        assert mps.p99_ms(np.array([load]), np.array([s / 100]), a, l100, 1.27)[0] <= 60.0
-        if s > 1:
-            assert mps.p99_ms(np.array([load]), np.array([(s - 1) / 100]), a, l100, 1.27)[0] > 60
-    assert need[-1] == 101
-
-
 def test_offline_speed_is_zero_without_share_and_one_at_full() -> None:
     s = mps.offline_speed(np.array([0.0, 0.5, 1.0]))
     assert s[0] == 0.0
@@ -80,29 +65,9 @@ def test_offline_mps_curve_agrees_with_gavels_measured_pairs() -> None:
     )
 
 
-def test_time_slicing_reproduces_tallys_p99_ratio_at_its_load_and_saturates() -> None:
-    a, l100 = mps.SERIAL_FRACTION["bert"], mps.L100_MS["bert"]
-    half = np.array([mps.TALLY_HP_LOAD])
-    ratio = mps.ts_p99_ms(half, a, l100)[0] / mps.p99_ms(half, np.ones(1), a, l100)[0]
-    assert ratio == pytest.approx(mps.P99_RATIO["time-slicing"], rel=1e-6)
-    low = np.array([0.05])
-    low_ratio = mps.ts_p99_ms(low, a, l100)[0] / mps.p99_ms(low, np.ones(1), a, l100)[0]
-    assert 1.0 < low_ratio < ratio
-    assert np.isinf(mps.ts_p99_ms(np.array([1.0 / mps.TS_STRETCH + 0.01]), a, l100)[0])
-
-
-def test_time_sliced_offline_speed_is_the_online_idle_time_less_switching() -> None:
-    s = mps.ts_offline_speed(np.array([0.0, mps.TALLY_HP_LOAD, 0.5, 1.0]))
-    assert s[0] == 1.0  # an idle service costs nothing
-    assert s[1] == pytest.approx(mps.BE_NORMALISED_TPUT["time-slicing"])
-    assert s[2] < 1.0 - 0.5  # never more than the time the service leaves
-    assert s[3] == 0.0
-
-
 def test_tallys_server_load_is_its_measured_duty_cycle_not_its_request_load() -> None:
     # Tally's "load 0.5" server keeps a kernel running 44-45% of the time alone; the fits
     # take that duty cycle, the unit of ``load`` everywhere in the simulator
     assert 0.44 < mps.TALLY_HP_LOAD < 0.46
     # one time split: the server's GPU time plus the offline job's is at most the GPU
     assert mps.TALLY_HP_LOAD + mps.BE_NORMALISED_TPUT["time-slicing"] <= 1.0
-    assert mps.TS_ONLINE_COST >= 1.0
