@@ -45,12 +45,20 @@ def profiles(gpu: GpuArg) -> None:
 
 
 @app.command()
-def layouts(gpu: GpuArg) -> None:
-    """Every maximal valid layout (one profile per compute size)."""
-    found = _geometry(gpu).enumerate_maximal()
+def layouts(
+    gpu: GpuArg,
+    all_profiles: Annotated[bool, typer.Option(
+        "--all", help="over every profile (1g.10gb, +me ...), not one per compute size")] = False,
+) -> None:
+    """Every maximal valid layout (one profile per compute size, or with --all every
+    profile); a * marks a layout that needs a recent driver (see cotenant mig validate)."""
+    geometry = _geometry(gpu)
+    found = (geometry.maximal_layouts(tuple(p.name for p in geometry.profiles))
+             if all_profiles else tuple(geometry.enumerate_maximal()))
     for layout in found:
         slices = "-".join(map(str, layout.compute_slices()))
-        typer.echo(f"{slices:<16} {layout}")
+        mark = " *" if geometry.notes(layout) else ""
+        typer.echo(f"{slices:<16} {layout}{mark}")
     typer.echo(f"{len(found)} layouts")
 
 
@@ -60,8 +68,11 @@ def validate(
     layout: Annotated[str, typer.Argument(help='e.g. "3g.40gb@0,2g.20gb@4,1g.10gb@6"')],
 ) -> None:
     """Check a layout against the model's placement rules (exit 2 with the rule if invalid)."""
-    parsed = _geometry(gpu).parse(layout)
+    geometry = _geometry(gpu)
+    parsed = geometry.parse(layout)
     typer.echo(f"valid: {parsed}")
+    for note in geometry.notes(parsed):
+        typer.echo(f"note: {note}")
 
 
 Backend = Annotated[str, typer.Option(help=f"one of: {', '.join(BACKEND_NAMES)}")]

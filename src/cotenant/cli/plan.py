@@ -167,6 +167,8 @@ def mig(
     for row in data["services"]:
         services.add_row(row["name"], f"{row['demand_rps']:.1f}", f"{row['capacity_rps']:.1f}")
     console.print(services)
+    for note in data["driver_notes"]:
+        console.print(f"note: {note}")
     for name, count in data.get("mig_parted_nodes", {}).items():
         console.print(f"label {count} node(s) nvidia.com/mig.config={name}")
     if change is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cotenant.errors import InputError, UnknownNameError
-from cotenant.model.mig import MigGeometry, MigProfile
+from cotenant.model.mig import DriverNote, MigGeometry, MigProfile
 
 _A100_STARTS = {
     1: tuple(range(7)),  # 1 memory slice: 0..6 (slice 7 only as part of a 3g/7g instance)
@@ -43,7 +43,13 @@ def _a100_class(
         (names[5], 5, 4, 4, memory_mib[5], s4, (0,), 1),
         (names[6], 0, 7, 8, memory_mib[6], s7, (0,), 1),
     )
-    return MigGeometry(8, 7, tuple(MigProfile(*row) for row in rows))
+    four_three = DriverNote(
+        (names[5], names[4]),
+        f"{names[5]} + {names[4]} on one GPU needs a driver that supports the 4g + 3g "
+        "combination (NVIDIA's MIG user guide, supported MIG profiles): check the node's "
+        "driver before applying",
+    )
+    return MigGeometry(8, 7, tuple(MigProfile(*row) for row in rows), (four_three,))
 
 
 _A30 = MigGeometry(
@@ -52,9 +58,11 @@ _A30 = MigGeometry(
     (
         # GI profile IDs as an A30's `nvidia-smi mig -lgip` lists them (not the A100's numbers)
         MigProfile("1g.6gb", 14, 1, 1, 5836, 14, (0, 1, 2, 3), 4),
-        MigProfile("1g.6gb+me", 21, 1, 1, 5836, 14, (0, 1, 2, 3), 1),
+        MigProfile("1g.6gb+me", 21, 1, 1, 5836, 14, (0, 1, 2, 3), 1,
+                   "1g.6gb+me needs an R470 or later driver (NVIDIA's MIG user guide)"),
         MigProfile("2g.12gb", 5, 2, 2, 11672, 28, (0, 2), 2),
-        MigProfile("2g.12gb+me", 6, 2, 2, 11672, 28, (0, 2), 1),
+        MigProfile("2g.12gb+me", 6, 2, 2, 11672, 28, (0, 2), 1,
+                   "2g.12gb+me needs an R525 or later driver (NVIDIA's MIG user guide)"),
         MigProfile("4g.24gb", 0, 4, 4, 23344, 56, (0,), 1),
     ),
 )

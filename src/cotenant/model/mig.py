@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import pairwise
 
 from cotenant.errors import InvalidLayoutError
@@ -41,6 +42,9 @@ class MigProfile:
     sms: int
     starts: tuple[int, ...]
     max_count: int
+    driver_note: str = ""
+    """Where NVIDIA documents a minimum driver for the profile (A30's ``+me`` ones), that
+    requirement; empty where none is documented."""
 
     @staticmethod
     def parse_name(name: str) -> tuple[int, int, bool]:
@@ -106,12 +110,34 @@ class MigLayout:
 
 
 @dataclass(frozen=True)
+class DriverNote:
+    """A layout that needs more than the GPU model's first MIG driver: every layout holding
+    all of ``profiles`` together gets ``note``."""
+
+    profiles: tuple[str, ...]
+    note: str
+
+
+@dataclass(frozen=True)
 class MigGeometry:
-    """The MIG rules of one GPU model: its slices and profiles."""
+    """The MIG rules of one GPU model: its slices, profiles and driver notes."""
 
     memory_slices: int
     compute_slices: int
     profiles: tuple[MigProfile, ...]
+    driver_notes: tuple[DriverNote, ...] = ()
+
+    def notes(self, layout: MigLayout) -> tuple[str, ...]:
+        """The driver requirements ``layout`` brings (its profiles' and its combinations')."""
+        names = set(layout.profile_counts())
+        found = [p.driver_note for p in self.profiles if p.name in names and p.driver_note]
+        found += [n.note for n in self.driver_notes if set(n.profiles) <= names]
+        return tuple(dict.fromkeys(found))
+
+    def maximal_layouts(self, profile_names: tuple[str, ...]) -> tuple[MigLayout, ...]:
+        """:meth:`enumerate_maximal` over ``profile_names``, computed once per geometry and
+        set of names (a planner builds many problems over the same few)."""
+        return _maximal(self, tuple(sorted(set(profile_names))))
 
     def profile(self, name: str) -> MigProfile:
         for profile in self.profiles:
@@ -246,3 +272,8 @@ class MigGeometry:
 
         grow((), 0)
         return sorted(found, key=lambda lay: lay.compute_slices(), reverse=True)
+
+
+@lru_cache(maxsize=64)
+def _maximal(geometry: MigGeometry, names: tuple[str, ...]) -> tuple[MigLayout, ...]:
+    return tuple(geometry.enumerate_maximal(names))

@@ -58,6 +58,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+
 from cotenant.errors import InputError, UnknownNameError
 from cotenant.model.documents import csv_records
 from cotenant.model.gpu import CATALOG
@@ -137,6 +140,18 @@ class ProfileTable:
             if p.latency_ms <= slo_ms and (best is None or p.throughput > best.throughput):
                 best = p
         return None if best is None else Capacity(best.throughput, best.batch, best.latency_ms)
+
+    def capacities(
+        self, model: str, gpu: str, profile: str, slo_ms: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64]:
+        """:meth:`capacity`'s throughput for many SLOs at once (0 where no batch meets one):
+        the running maximum of throughput over the points sorted by latency, looked up by
+        each SLO."""
+        curve = sorted(self._curve(model, gpu, profile), key=lambda p: p.latency_ms)
+        latency = np.array([p.latency_ms for p in curve])
+        best = np.maximum.accumulate(np.array([p.throughput for p in curve]))
+        index = np.searchsorted(latency, slo_ms, side="right") - 1
+        return np.where(index >= 0, best[np.maximum(index, 0)], 0.0)
 
     def best_latency(self, model: str, gpu: str) -> float:
         """The lowest latency over all profiles and batch sizes: no SLO below it can be met."""

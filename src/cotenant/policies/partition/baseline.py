@@ -12,21 +12,22 @@ than an "optimal" MIG plan; its own bound is the MIG bound over the 1.04 credit.
 from __future__ import annotations
 
 import math
-import time
+from dataclasses import replace
 
 from cotenant.errors import InfeasibleError
 from cotenant.model.deployment import GpuPlan
-from cotenant.policies.partition.milp import relaxation
-from cotenant.policies.partition.problem import PartitionProblem, Plan, unmet
+from cotenant.policies.partition.milp import lower_bound
+from cotenant.policies.partition.problem import Deadline, PartitionProblem, Plan, unmet
 from cotenant.policies.partition.registry import PARTITION
 
 WHOLE_GPU_SPEEDUP = 1.04
 
 
 @PARTITION.register("whole-gpu", aliases=("baseline", "as-is"))
-def solve_whole_gpu(problem: PartitionProblem, time_limit: float = 10.0) -> Plan:  # noqa: ARG001
-    """Whole GPUs per service; ``time_limit`` is unused (the rule is closed-form)."""
-    start = time.perf_counter()
+def solve_whole_gpu(problem: PartitionProblem, time_limit: float = 10.0) -> Plan:
+    """Whole GPUs per service (closed-form); ``time_limit`` bounds the time its lower bound
+    may take."""
+    deadline = Deadline(time_limit)
     full = max(problem.layouts, key=lambda lay: sum(lay.compute_slices()))
     if len(full.placements) != 1:
         raise InfeasibleError("the GPU model has no single full-GPU MIG profile")
@@ -41,11 +42,11 @@ def solve_whole_gpu(problem: PartitionProblem, time_limit: float = 10.0) -> Plan
             raise InfeasibleError(f"{name}: a whole GPU cannot meet its latency target")
         needed = max(1, math.ceil(problem.demand[s] / rate - 1e-9))
         gpus += [GpuPlan(full, ((placement, name),))] * needed
-    # every rate 1.04x higher bounds a world of MIG layouts and whole GPUs: the MIG LP bound
-    # (a bound for MIG layouts only) divided by the credit
-    value = relaxation(problem)[0]
-    bound = min(math.ceil(value / WHOLE_GPU_SPEEDUP - 1e-6), len(gpus))
+    # a world where every MIG instance is 1.04x faster holds every whole-GPU plan: its bound
+    # bounds this one
+    faster = replace(problem, rate=problem.rate * WHOLE_GPU_SPEEDUP)
+    bound = min(lower_bound(faster, deadline), len(gpus))
     return Plan(
-        "whole-gpu", tuple(gpus), bound, len(gpus) <= bound, time.perf_counter() - start,
+        "whole-gpu", tuple(gpus), bound, len(gpus) <= bound, deadline.elapsed(),
         WHOLE_GPU_SPEEDUP,
     )

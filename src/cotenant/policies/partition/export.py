@@ -127,6 +127,7 @@ def to_json(problem: PartitionProblem, plan: Plan, gpu_model: str) -> dict[str, 
         "gap": round(plan.gap, 4),
         "seconds": round(plan.seconds, 4),
         "layouts": dict(per_layout),
+        "driver_notes": sorted({n for g in plan.gpus for n in problem.geometry.notes(g.layout)}),
         "gpu_plans": [
             {
                 "gpu": i,

@@ -20,16 +20,17 @@ same run to run; a binding time limit makes it depend on machine speed.
 
 from __future__ import annotations
 
-import time
+from collections.abc import Iterator
 
 import numpy as np
 
-from cotenant.policies.partition.greedy import solve_greedy
-from cotenant.policies.partition.milp import lp_bound
-from cotenant.policies.partition.problem import PartitionProblem, Plan
+from cotenant.policies.partition.greedy import greedy_gpus
+from cotenant.policies.partition.milp import lower_bound
+from cotenant.policies.partition.problem import Deadline, PartitionProblem, Plan
 from cotenant.policies.partition.registry import PARTITION
 from cotenant.policies.partition.search import (
     Config,
+    OutOfTime,
     Tables,
     bulk,
     coverage,
@@ -39,6 +40,7 @@ from cotenant.policies.partition.search import (
     repair,
     tables,
     to_gpus,
+    too_large,
 )
 
 
@@ -70,19 +72,39 @@ def solve_genetic(
     generations: int = 200,
     stall: int = 25,
 ) -> Plan:
-    start = time.perf_counter()
+    deadline = Deadline(time_limit)
+    greedy = greedy_gpus(problem)
+    bound = lower_bound(problem, deadline, share=0.2)
+    if len(greedy) <= bound or too_large(problem):
+        return Plan("genetic:greedy", greedy, min(bound, len(greedy)), len(greedy) <= bound,
+                    deadline.elapsed())
     rng = np.random.default_rng(seed)
-    t = tables(problem)
-    bound = lp_bound(problem)
+    t = tables(problem, deadline)
+    best_plan = from_gpus(problem, t, greedy)
+    try:
+        for fittest in _evolve(t, problem, rng, best_plan, bound, population, generations,
+                               stall):
+            best_plan = fittest
+    except OutOfTime:  # the deadline passed inside a step: the best plan of the last round
+        pass
+    gpus = to_gpus(problem, t, best_plan)
+    return Plan("genetic", gpus, min(bound, len(gpus)), len(gpus) <= bound, deadline.elapsed())
+
+
+def _evolve(t: Tables, problem: PartitionProblem, rng: np.random.Generator,
+            greedy: list[Config], bound: int, population: int, generations: int,
+            stall: int) -> Iterator[list[Config]]:
+    """The fittest plan after seeding and after every generation."""
     base, rest = bulk(problem, t)
-    seeds = [from_gpus(problem, t, solve_greedy(problem).gpus), base + fill(t, rest)]
+    seeds = [greedy, base + fill(t, rest)]
     pop = [prune(t, s, rng) for s in seeds]
     while len(pop) < population:
         pop.append(_mutate(t, pop[len(pop) % len(seeds)], rng))
     pop.sort(key=lambda p: _fitness(t, p))
     best, since = _fitness(t, pop[0]), 0
+    yield pop[0]
     for _ in range(generations):
-        if best[0] <= bound or since >= stall or time.perf_counter() - start > time_limit:
+        if best[0] <= bound or since >= stall:
             break
         children = pop[:2]
         while len(children) < population:
@@ -95,7 +117,4 @@ def solve_genetic(
         pop = sorted(children, key=lambda p: _fitness(t, p))
         score = _fitness(t, pop[0])
         best, since = (score, 0) if score < best else (best, since + 1)
-    gpus = to_gpus(problem, t, pop[0])
-    return Plan(
-        "genetic", gpus, min(bound, len(gpus)), len(gpus) <= bound, time.perf_counter() - start
-    )
+        yield pop[0]

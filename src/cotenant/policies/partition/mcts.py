@@ -13,23 +13,25 @@ demand is covered one GPU at a time:
 - the **reward** of a plan of n GPUs is ``lower / n`` (``lower``: the LP bound of the
   remainder), in (0, 1]; selection is UCT, ``mean + c sqrt(ln N / n)`` with c = 0.5.
 
-It stops at the time limit, after ``iterations`` rollouts, or when a plan reaches the bound.
+It stops at the time limit (inside a rollout too), after ``iterations`` rollouts, or when a
+plan reaches the bound; it never returns a plan worse than the greedy one.
 """
 
 from __future__ import annotations
 
 import math
-import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from cotenant.policies.partition.greedy import solve_greedy
-from cotenant.policies.partition.milp import lp_bound
-from cotenant.policies.partition.problem import FloatArray, PartitionProblem, Plan
+from cotenant.policies.partition.greedy import greedy_gpus
+from cotenant.policies.partition.milp import lower_bound
+from cotenant.policies.partition.problem import Deadline, FloatArray, PartitionProblem, Plan
 from cotenant.policies.partition.registry import PARTITION
 from cotenant.policies.partition.search import (
     Config,
+    OutOfTime,
     Tables,
     bulk,
     covers,
@@ -37,6 +39,7 @@ from cotenant.policies.partition.search import (
     fill_scores,
     tables,
     to_gpus,
+    too_large,
 )
 
 EXPLORATION = 0.5
@@ -73,15 +76,33 @@ def solve_mcts(
     width: int = 3,
     iterations: int = 400,
 ) -> Plan:
-    start = time.perf_counter()
-    t = tables(problem)
-    base, rest = bulk(problem, t)
-    bound = lp_bound(problem)
+    deadline = Deadline(time_limit)
+    greedy = greedy_gpus(problem)
+    bound = lower_bound(problem, deadline, share=0.2)
+    if len(greedy) <= bound or too_large(problem):
+        return Plan("mcts:greedy", greedy, min(bound, len(greedy)), len(greedy) <= bound,
+                    deadline.elapsed())
+    t = tables(problem, deadline)
+    gpus = greedy
+    try:
+        base, rest = bulk(problem, t)
+        for plan in _search(t, base, rest, bound, width, iterations):
+            if len(plan) < len(gpus):
+                gpus = to_gpus(problem, t, plan)
+    except OutOfTime:  # the deadline passed inside a rollout: the best plan so far
+        pass
+    return Plan("mcts", gpus, min(bound, len(gpus)), len(gpus) <= bound, deadline.elapsed())
+
+
+def _search(t: Tables, base: list[Config], rest: FloatArray, bound: int, width: int,
+            iterations: int) -> Iterator[list[Config]]:
+    """Every plan better than the last one found, rollout by rollout."""
     lower = max(1, bound - len(base))
     root = _Node(rest, [])
     best = fill(t, rest)
+    yield base + best
     for _ in range(iterations):
-        if len(base) + len(best) <= bound or time.perf_counter() - start > time_limit:
+        if len(base) + len(best) <= bound:
             break
         node, trail = root, [root]
         while not covers(t, node.deficit):
@@ -99,13 +120,8 @@ def solve_mcts(
         plan = node.path + fill(t, node.deficit)
         if len(plan) < len(best):
             best = plan
+            yield base + best
         reward = lower / len(plan) if plan else 1.0
         for visited in trail:
             visited.visits += 1
             visited.total += reward
-    gpus = to_gpus(problem, t, base + best)
-    incumbent = solve_greedy(problem).gpus  # the search's plan is never worse than greedy's
-    if len(incumbent) < len(gpus):
-        gpus = incumbent
-    seconds = time.perf_counter() - start
-    return Plan("mcts", gpus, min(bound, len(gpus)), len(gpus) <= bound, seconds)

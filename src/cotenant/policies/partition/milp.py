@@ -1,33 +1,31 @@
-"""Exact MIG partitioning as a mixed-integer linear program, solved by HiGHS.
+"""Exact MIG partitioning: the integer program of
+:mod:`~cotenant.policies.partition.formulation`, solved by HiGHS (through scipy).
 
-Variables: ``y_l`` GPUs configured with maximal layout l (one per distinct multiset), and
-``z_sp`` instances of profile p serving service s (integers). Instances of one profile are
-interchangeable across GPUs, so given y any split of the pooled instances among services is
-realisable::
+Instances of one profile are interchangeable across GPUs, so given the layouts any split of
+the pooled instances among services is realisable. HiGHS improves its bound during branch and
+bound and stops at the time limit with its best plan and bound; where it finds no plan as
+good as the greedy one in time, the greedy plan is the answer. (Design after MIG-serving,
+Tan et al., "Serving DNN models with multi-instance GPUs: a case of the reconfigurable
+machine scheduling problem", arXiv 2109.11067, which also formulates the problem as an
+integer program.)
 
-    minimise    sum_l y_l
-    subject to  sum_s z_sp <= sum_l c_lp y_l        for every profile p   (instances exist)
-                sum_p r_sp z_sp >= d_s              for every service s   (demand met)
-                y, z >= 0 integer
-
-with ``c_lp`` the instances of p in layout l and ``r_sp`` their rate for s. The LP relaxation's
-value, rounded up, is a lower bound on any plan; HiGHS improves the bound during branch and
-bound and stops at the time limit with its best plan and bound. (Design after MIG-serving,
-Tan et al., "Serving DNN models with multi-instance GPUs: a case of the reconfigurable machine
-scheduling problem", arXiv 2109.11067, which also formulates the problem as an integer program.)
+Every call takes a :class:`~cotenant.policies.partition.problem.Deadline`; HiGHS gets the
+time left less a margin for turning its answer into GPUs and checking them.
 """
 
 from __future__ import annotations
 
 import math
-import time
+from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+from scipy.optimize import linprog
 
-from cotenant.errors import InfeasibleError
+from cotenant.model.deployment import GpuPlan
+from cotenant.policies.partition.formulation import formulate, slice_bound
+from cotenant.policies.partition.highs import Solve
 from cotenant.policies.partition.problem import (
-    TOLERANCE,
+    Deadline,
     FloatArray,
     IntArray,
     PartitionProblem,
@@ -36,98 +34,157 @@ from cotenant.policies.partition.problem import (
 )
 from cotenant.policies.partition.registry import PARTITION
 
-
-def _distinct(problem: PartitionProblem) -> np.ndarray:
-    """Indices of one layout per distinct profile multiset. Layouts that differ only in where
-    instances sit (A100: 19 layouts, 14 multisets) are the same column to the MILP, and
-    duplicate columns only make branch and bound explore symmetric copies."""
-    _, first = np.unique(problem.layout_counts(), axis=0, return_index=True)
-    return np.sort(first)
+MIN_SOLVE_S = 0.02
+"""The shortest time worth handing HiGHS; with less left a step is skipped."""
 
 
-def _matrices(problem: PartitionProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    counts = problem.layout_counts()[_distinct(problem)]  # (L', P)
-    n_layouts, n_prof = counts.shape
-    n_svc = len(problem.services)
-    n_vars = n_layouts + n_svc * n_prof
-    cost = np.concatenate([np.ones(n_layouts), np.zeros(n_svc * n_prof)])
-    # instances: sum_s z_sp - sum_l c_lp y_l <= free_p (0 unless some already exist)
-    inst = np.zeros((n_prof, n_vars))
-    inst[:, :n_layouts] = -counts.T
-    for p in range(n_prof):
-        inst[p, n_layouts + p :: n_prof] = 1.0
-    # demand: sum_p (r_sp / d_s) z_sp >= 1 - TOLERANCE / 2, scaled so the solver's tolerance
-    # is relative: a shortfall verify() accepts is allowed, and HiGHS's own (about 1e-7 of
-    # the row) stays within the other half
-    dem = np.zeros((n_svc, n_vars))
-    need = np.zeros(n_svc)
-    for s in range(n_svc):
-        if problem.demand[s] > 0:
-            row = problem.rate[s] / problem.demand[s]
-            dem[s, n_layouts + s * n_prof : n_layouts + (s + 1) * n_prof] = row
-            need[s] = 1.0 - TOLERANCE / 2
-    return cost, inst, dem, need
+def solver_time(problem: PartitionProblem, deadline: Deadline, share: float = 1.0) -> float:
+    """Seconds HiGHS may take of what ``deadline`` has left: ``share`` of it, less a margin
+    for HiGHS's own set-up past its limit and for realising and verifying the plan (both
+    grow with the services: about 20 microseconds each, measured at 10,000 services)."""
+    margin = 0.03 + 2e-5 * len(problem.services)
+    return max(share * (deadline.left() - margin), 0.0)
 
 
-def relaxation(problem: PartitionProblem) -> tuple[float, IntArray, FloatArray]:
-    """The LP relaxation: its value, and its layout use (L,) and instances (S, P) rounded
-    down (a partial plan that the rest of the demand can be added to)."""
-    cost, inst, dem, need = _matrices(problem)
-    a_ub = np.vstack([inst, -dem])
-    b_ub = np.concatenate([np.zeros(inst.shape[0]), -need])
-    res = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
+@dataclass(frozen=True)
+class Relaxation:
+    """The LP relaxation's optimum: its value, the layout use (L,) and instances (S, P)
+    (fractional), and the dual price of one instance of each profile (P,), in GPUs."""
+
+    value: float
+    use: FloatArray
+    z: FloatArray
+    price: FloatArray
+
+
+def relaxation(problem: PartitionProblem, seconds: float = 10.0) -> Relaxation | None:
+    """The LP relaxation (cuts included), or None when HiGHS does not finish in
+    ``seconds``."""
+    if seconds < MIN_SOLVE_S:
+        return None
+    form = formulate(problem)
+    n_prof = len(problem.profiles)
+    a_ub, b_ub = form.as_upper_rows()  # the instance rows first, as they are
+    res = linprog(
+        form.cost,
+        A_ub=a_ub,
+        b_ub=b_ub,
+        bounds=np.stack([np.zeros_like(form.upper), form.upper], axis=1),
+        method="highs",
+        options={"time_limit": seconds},
+    )
     if res.status != 0:
-        raise InfeasibleError(f"LP relaxation failed: {res.message}")
-    distinct = _distinct(problem)
-    use = np.zeros(len(problem.layouts), dtype=np.int64)
-    use[distinct] = np.floor(res.x[: len(distinct)] + 1e-9).astype(np.int64)
-    z = res.x[len(distinct) :].reshape(len(problem.services), len(problem.profiles))
-    return float(res.fun), use, z
+        return None
+    price = -np.asarray(res.ineqlin.marginals[:n_prof], dtype=np.float64)
+    return Relaxation(
+        float(res.fun), form.layout_use(res.x, len(problem.layouts)),
+        form.instances(res.x, len(problem.services), n_prof), np.maximum(price, 0.0),
+    )
+
+
+def lower_bound(problem: PartitionProblem, deadline: Deadline | None = None,
+                relaxed: Relaxation | None = None, share: float = 0.5) -> int:
+    """The best bound available in time: the slice bound, and the LP relaxation's where it
+    is given or solves within ``share`` of the time ``deadline`` has left."""
+    bound = slice_bound(problem)
+    if relaxed is None and deadline is not None:
+        relaxed = relaxation(problem, solver_time(problem, deadline, share))
+    if relaxed is not None:
+        bound = max(bound, math.ceil(relaxed.value - 1e-6))
+    return bound
 
 
 def lp_bound(problem: PartitionProblem) -> int:
-    """ceil of the LP relaxation: no plan uses fewer GPUs."""
-    return math.ceil(relaxation(problem)[0] - 1e-6)
+    """The bound with the LP relaxation solved to the end (tests and small problems)."""
+    return lower_bound(problem, relaxed=relaxation(problem, 60.0))
+
+
+QUIET_HEURISTICS_VARIABLES = 2_000
+"""Above this many instance variables HiGHS runs without its primal heuristics
+(``mip_heuristic_effort`` 0): at 1,000 services of the large family its root heuristics
+overran a 0.5 s limit by 1.3 s, and without them it found the same plan in time."""
+
+
+def _options(problem: PartitionProblem) -> dict[str, float]:
+    pairs = int(np.count_nonzero((problem.rate > 0) & (problem.demand > 0)[:, None]))
+    return {"mip_heuristic_effort": 0.0} if pairs > QUIET_HEURISTICS_VARIABLES else {}
+
+
+@dataclass(frozen=True)
+class MilpResult:
+    """What HiGHS returned: layout use (L,) and instances (S, P) where it found a plan,
+    its dual bound (None if it has none) and whether it proved its plan optimal."""
+
+    use: IntArray | None
+    instances: IntArray | None
+    bound: int | None
+    proven: bool
+
+
+NO_ANSWER = MilpResult(None, None, None, False)
+
+
+class PendingMilp:
+    """The MILP solving in the background (:class:`~.highs.Solve`); :meth:`result` waits
+    for it. ``auto`` rounds the LP meanwhile, so the MILP gets the whole time limit."""
+
+    def __init__(self, problem: PartitionProblem, seconds: float,
+                 free: IntArray | None = None) -> None:
+        self.problem = problem
+        self.form = formulate(problem, free)
+        self.solve = (Solve(self.form.cost, self.form.matrix, self.form.row_lower,
+                            self.form.row_upper, self.form.upper, seconds, _options(problem))
+                      if seconds >= MIN_SOLVE_S else None)
+
+    def result(self) -> MilpResult:
+        res = self.solve.result() if self.solve is not None else None
+        if res is None:  # no answer in time
+            return NO_ANSWER
+        dual = getattr(res, "mip_dual_bound", None)
+        bound = (math.ceil(float(dual) - 1e-6) if dual is not None and np.isfinite(dual)
+                 else None)
+        if res.x is None:
+            return MilpResult(None, None, bound, False)
+        x = np.rint(res.x)
+        problem, form = self.problem, self.form
+        use = form.layout_use(x, len(problem.layouts)).astype(np.int64)
+        instances = form.instances(x, len(problem.services), len(problem.profiles))
+        return MilpResult(use, instances.astype(np.int64), bound, res.status == 0)
 
 
 def solve_counts(
-    problem: PartitionProblem, time_limit: float, free: IntArray | None = None
-) -> tuple[IntArray, IntArray, int | None, bool]:
-    """The MILP: layout use (L,), instances (S, P), HiGHS's dual bound (None if it has none)
-    and whether the optimum was proven. ``free`` (P,) instances exist already, at no cost."""
-    cost, inst, dem, need = _matrices(problem)
-    distinct = _distinct(problem)
-    n_layouts = len(distinct)
-    extra = np.zeros(inst.shape[0]) if free is None else free.astype(np.float64)
-    res = milp(
-        cost,
-        constraints=[
-            LinearConstraint(inst, -np.inf, extra),
-            LinearConstraint(dem, need, np.inf),
-        ],
-        integrality=np.ones_like(cost),
-        bounds=Bounds(0, np.inf),
-        options={"time_limit": max(time_limit, 0.01), "disp": False},
-    )
-    if res.x is None:
-        raise InfeasibleError(f"MILP found no plan within {time_limit:g} s: {res.message}")
-    x = np.rint(res.x).astype(np.int64)
-    layout_use = np.zeros(len(problem.layouts), dtype=np.int64)
-    layout_use[distinct] = x[:n_layouts]
-    instances = x[n_layouts:].reshape(len(problem.services), len(problem.profiles))
-    dual = getattr(res, "mip_dual_bound", None)
-    bound = math.ceil(float(dual) - 1e-6) if dual is not None and np.isfinite(dual) else None
-    return layout_use, instances, bound, res.status == 0
+    problem: PartitionProblem, seconds: float, free: IntArray | None = None
+) -> MilpResult:
+    """The MILP for at most ``seconds`` of wall time; ``free`` (P,) instances exist already,
+    at no cost."""
+    return PendingMilp(problem, seconds, free).result()
+
+
+def plan_from(problem: PartitionProblem, found: MilpResult,
+              fallback: tuple[GpuPlan, ...]) -> tuple[tuple[GpuPlan, ...], bool]:
+    """The MILP's plan where it found one no larger than ``fallback``, else ``fallback``;
+    and whether the MILP's plan was taken."""
+    if found.use is None or found.instances is None:
+        return fallback, False
+    gpus = realise(problem, found.use, found.instances)
+    return (gpus, True) if len(gpus) <= len(fallback) else (fallback, False)
 
 
 @PARTITION.register("milp", aliases=("exact", "highs"))
 def solve_milp(problem: PartitionProblem, time_limit: float = 10.0) -> Plan:
     """The optimum where HiGHS proves it within ``time_limit`` s, else its best plan and
-    bound."""
-    start = time.perf_counter()
-    layout_use, instances, dual, proven = solve_counts(problem, time_limit)
-    gpus = realise(problem, layout_use, instances)
-    # HiGHS's dual bound is at least the LP relaxation's; solve the LP only without one.
-    bound = dual if dual is not None else lp_bound(problem)
-    optimal = proven or len(gpus) <= bound
-    return Plan("milp", gpus, min(bound, len(gpus)), optimal, time.perf_counter() - start)
+    bound; the greedy plan where HiGHS finds none as good within the time."""
+    from cotenant.policies.partition.greedy import greedy_gpus  # noqa: PLC0415  (cycle)
+
+    deadline = Deadline(time_limit)
+    greedy = greedy_gpus(problem)
+    bound = slice_bound(problem)
+    if len(greedy) <= bound:
+        return Plan("milp:greedy", greedy, len(greedy), True, deadline.elapsed())
+    found = solve_counts(problem, solver_time(problem, deadline))
+    if found.bound is not None:
+        bound = max(bound, found.bound)
+    gpus, taken = plan_from(problem, found, greedy)
+    optimal = (taken and found.proven) or len(gpus) <= bound
+    return Plan("milp" if taken else "milp:greedy", gpus, min(bound, len(gpus)), optimal,
+                deadline.elapsed())

@@ -2,10 +2,15 @@
 
 A problem has S services with demands ``d_s`` (req/s) and a rate matrix ``r[s, p]``: the
 req/s one instance of profile p sustains for service s within its latency target (0 where no
-batch size meets it). Profiles are the GPU model's one-per-compute-size set (1g, 2g, 3g, 4g,
-7g on A100/H100/H200), and ``layouts`` are the model's maximal valid layouts; any valid layout
-is a subset of a maximal one, so nothing is lost by planning over maximal layouts and leaving
+batch size meets it). Profiles are the ones the profile table has rates for (by default the
+one-per-compute-size set 1g, 2g, 3g, 4g, 7g; a table with ``1g.10gb`` or ``+me`` rows adds
+them), and ``layouts`` are the maximal valid layouts over those profiles; any valid layout is
+a subset of a maximal one, so nothing is lost by planning over maximal layouts and leaving
 instances idle.
+
+A :class:`Deadline` carries an optimiser's time limit through its steps, so that every step
+stops in time and the wall time of a solve, building and checking the plan included, stays
+within the limit.
 
 A :class:`Plan` lists GPUs, each a valid :class:`MigLayout` whose instances are assigned to
 services (or idle). :func:`verify` proves what every optimiser must guarantee: each layout is
@@ -14,9 +19,11 @@ valid by the catalog and each service's assigned capacity covers its demand.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +42,24 @@ accepts a demand row, scaled to 1, short by about 1e-7), so a plan the solver ca
 is one :func:`verify` accepts."""
 MIN_DEMAND = 1e-3
 """Demands below this (req/s: one request per 17 minutes) are planned as zero."""
+
+
+class Deadline:
+    """A time limit started now: how many seconds are left, on a monotonic clock."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
+        self.start = clock()
+        self.seconds = seconds
+
+    def elapsed(self) -> float:
+        return self.clock() - self.start
+
+    def left(self) -> float:
+        return max(self.seconds - self.elapsed(), 0.0)
+
+    def expired(self) -> bool:
+        return self.left() <= 0.0
 
 
 def demand_left(demand: FloatArray, served: FloatArray) -> FloatArray:
@@ -75,29 +100,45 @@ class PartitionProblem:
         demand = np.where(self.demand < MIN_DEMAND, 0.0, self.demand).astype(np.float64)
         object.__setattr__(self, "demand", demand)
         if not self.layouts:
-            object.__setattr__(self, "layouts", tuple(self.geometry.enumerate_maximal()))
+            object.__setattr__(self, "layouts", self.geometry.maximal_layouts(self.profiles))
         unmet = [
             s for i, s in enumerate(self.services) if self.demand[i] > 0 and self.rate[i].max() <= 0
         ]
         if unmet:
             raise InfeasibleError("no MIG profile meets the latency target", unmet)
 
-    @property
+    @cached_property
     def slices(self) -> IntArray:
         """Compute slices per profile."""
         return np.array(
             [self.geometry.profile(p).compute_slices for p in self.profiles], dtype=np.int64
         )
 
-    def layout_counts(self) -> IntArray:
-        """(L, P): instances of each profile in each layout."""
+    @cached_property
+    def memory_slices(self) -> IntArray:
+        """Memory slices per profile."""
+        return np.array(
+            [self.geometry.profile(p).memory_slices for p in self.profiles], dtype=np.int64
+        )
+
+    @cached_property
+    def column(self) -> dict[str, int]:
+        """Profile name -> its column in ``rate``."""
+        return {p: j for j, p in enumerate(self.profiles)}
+
+    @cached_property
+    def _counts(self) -> IntArray:
         counts = np.zeros((len(self.layouts), len(self.profiles)), dtype=np.int64)
-        index = {p: j for j, p in enumerate(self.profiles)}
         for i, layout in enumerate(self.layouts):
             for name, n in layout.profile_counts().items():
-                if name in index:
-                    counts[i, index[name]] = n
+                if name in self.column:
+                    counts[i, self.column[name]] = n
+        counts.setflags(write=False)
         return counts
+
+    def layout_counts(self) -> IntArray:
+        """(L, P): instances of each profile in each layout."""
+        return self._counts
 
 
 @dataclass(frozen=True)
@@ -124,27 +165,35 @@ class Plan:
 def served(problem: PartitionProblem, plan: Plan) -> FloatArray:
     """Capacity (req/s) the plan gives each service."""
     index = {s: i for i, s in enumerate(problem.services)}
-    column = {p: j for j, p in enumerate(problem.profiles)}
-    total = np.zeros(len(problem.services))
+    rows, cols = [], []
     for gpu in plan.gpus:
         for placement, service in gpu.assignment:
             if service is not None:
-                rate = problem.rate[index[service], column[placement.profile.name]]
-                total[index[service]] += rate * plan.speedup
-    return total
+                rows.append(index[service])
+                cols.append(problem.column[placement.profile.name])
+    rates = problem.rate[np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)]
+    total = np.bincount(np.array(rows, dtype=np.int64), weights=rates,
+                        minlength=len(problem.services))
+    return np.asarray(total * plan.speedup, dtype=np.float64)
 
 
 def verify(problem: PartitionProblem, plan: Plan) -> None:
     """Raise :class:`InfeasibleError` unless every layout is valid and every demand met."""
     reasons = []
+    checked: set[MigLayout] = set()  # a plan of thousands of GPUs has a few dozen layouts
     for g, gpu in enumerate(plan.gpus):
-        problem.geometry.check(gpu.layout.placements)
+        if gpu.layout not in checked:
+            problem.geometry.check(gpu.layout.placements)
+            checked.add(gpu.layout)
         if Counter(p for p, _ in gpu.assignment) != Counter(gpu.layout.placements):
             reasons.append(f"GPU {g}: assignment does not match its layout")
     have = served(problem, plan)
-    for i, name in enumerate(problem.services):
-        if unmet(float(have[i]), float(problem.demand[i])):
-            reasons.append(f"{name}: {have[i]:.1f} req/s < demand {problem.demand[i]:.1f}")
+    short = have < problem.demand - TOLERANCE * np.maximum(1.0, problem.demand)
+    for i in np.flatnonzero(short)[:20]:
+        name = problem.services[int(i)]
+        reasons.append(f"{name}: {have[i]:.1f} req/s < demand {problem.demand[i]:.1f}")
+    if short.sum() > 20:
+        reasons.append(f"and {int(short.sum()) - 20} more services short")
     if reasons:
         raise InfeasibleError(f"plan {plan.solver!r} is not valid", reasons)
 
@@ -155,21 +204,25 @@ def realise(
     """GPUs from layout counts ``layout_use`` (L,) and per-service instance counts
     ``instances`` (S, P): instances of a profile are interchangeable, so each GPU's instances
     are handed to services that still need that profile, largest need first."""
-    need = instances.copy()
+    # per profile, the services that still need an instance of it, one entry per instance,
+    # largest need first
+    queues: list[list[int]] = []
+    for j in range(len(problem.profiles)):
+        need = instances[:, j]
+        owners = np.flatnonzero(need > 0)
+        owners = owners[np.argsort(-need[owners], kind="stable")]
+        queues.append(np.repeat(owners, need[owners]).tolist()[::-1])  # pop() from the end
     gpus = []
-    for li, count in enumerate(layout_use):
-        layout = problem.layouts[li]
-        for _ in range(int(count)):
+    for li in np.flatnonzero(layout_use):
+        layout = problem.layouts[int(li)]
+        columns = [problem.column.get(p.profile.name) for p in layout.placements]
+        for _ in range(int(layout_use[li])):
             assignment: list[tuple[MigPlacement, str | None]] = []
-            for placement in layout.placements:
-                j = problem.profiles.index(placement.profile.name)
-                s = int(need[:, j].argmax())
-                if need[s, j] > 0:
-                    need[s, j] -= 1
-                    assignment.append((placement, problem.services[s]))
-                else:
-                    assignment.append((placement, None))
+            for placement, column in zip(layout.placements, columns, strict=True):
+                queue = queues[column] if column is not None else []
+                who = problem.services[queue.pop()] if queue else None
+                assignment.append((placement, who))
             gpus.append(GpuPlan(layout, tuple(assignment)))
-    if (need > 0).any():
+    if any(queues):
         raise InfeasibleError("layouts hold fewer instances than the services were given")
     return tuple(gpus)

@@ -20,9 +20,28 @@ import numpy as np
 from cotenant.errors import InfeasibleError
 from cotenant.model.deployment import GpuPlan
 from cotenant.model.mig import MigPlacement
-from cotenant.policies.partition.problem import TOLERANCE, FloatArray, IntArray, PartitionProblem
+from cotenant.policies.partition.problem import (
+    TOLERANCE,
+    Deadline,
+    FloatArray,
+    IntArray,
+    PartitionProblem,
+)
 
 Config = tuple[int, tuple[int, ...]]  # (layout index, owner per slot; -1 idle)
+
+MAX_CELLS = 20_000_000
+"""Layouts x services beyond which the searches do not run: each step scores every layout
+for every service, (L, S) arrays of that many cells (160 MB each)."""
+
+
+class OutOfTime(Exception):  # noqa: N818  (a signal inside a search, never shown to a user)
+    """A search step found its deadline passed; the search returns its best plan so far."""
+
+
+def too_large(problem: PartitionProblem) -> bool:
+    """Whether the searches would need more than :data:`MAX_CELLS` per step."""
+    return len(problem.layouts) * len(problem.services) > MAX_CELLS
 
 
 @dataclass(frozen=True)
@@ -35,9 +54,10 @@ class Tables:
     rate: FloatArray  # (S, P)
     demand: FloatArray  # (S,)
     tol: FloatArray  # (S,) slack below which demand counts as met
+    deadline: Deadline | None = None  # fill() raises OutOfTime once it has passed
 
 
-def tables(problem: PartitionProblem) -> Tables:
+def tables(problem: PartitionProblem, deadline: Deadline | None = None) -> Tables:
     slices = problem.slices
     width = max(len(lay.placements) for lay in problem.layouts)
     slot_prof = np.full((len(problem.layouts), width), -1, dtype=np.int64)
@@ -50,7 +70,7 @@ def tables(problem: PartitionProblem) -> Tables:
     eff = (problem.rate / slices[None, :]).max(axis=1)
     return Tables(
         slot_prof, tuple(places), np.where(eff > 0, eff, 1.0), problem.rate, problem.demand,
-        TOLERANCE * np.maximum(1.0, problem.demand),
+        TOLERANCE * np.maximum(1.0, problem.demand), deadline,
     )
 
 
@@ -86,6 +106,8 @@ def fill(
     out: list[Config] = []
     deficit = deficit.copy()
     while not covers(t, deficit):
+        if t.deadline is not None and t.deadline.expired():
+            raise OutOfTime
         score, owners, left = fill_scores(t, deficit)
         order = np.lexsort((np.arange(len(score)), -score))
         order = order[score[order] > 0]  # a random pick only among layouts that serve some
