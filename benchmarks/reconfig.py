@@ -52,6 +52,7 @@ def pairs(seed: int, count: int = 200) -> dict[str, object]:
     found: Counter[int] = Counter()
     tried: Counter[int] = Counter()
     drained = []
+    methods: Counter[str] = Counter()
     for _ in range(count):
         before, after = list(rng.uniform(0, 2000, 2)), list(rng.uniform(0, 2000, 2))
         spare = int(rng.integers(0, 3))
@@ -65,10 +66,12 @@ def pairs(seed: int, count: int = 200) -> dict[str, object]:
             continue
         found[spare] += 1
         drained.append(result.drained)
+        methods[result.method] += 1
     return {
         "found": sum(found.values()), "pairs": count,
         "by_free_gpus": {k: f"{found[k]} of {tried[k]}" for k in sorted(tried)},
         "mean_drained": round(float(np.mean(drained)), 2),
+        "found_by": dict(methods),
     }
 
 
@@ -82,9 +85,10 @@ def large(seed: int, services: int) -> dict[str, object]:
     problem, plan = plan_spec(grown, table, "auto", 2.0)
     t0 = time.perf_counter()
     try:
-        outcome = f"{len(plan_steps(problem, current.gpus, plan.gpus).steps)} steps"
-    except InfeasibleError:
-        outcome = "refused: no safe step"
+        found = plan_steps(problem, current.gpus, plan.gpus)
+        outcome = f"{len(found.steps)} steps ({found.method})"
+    except InfeasibleError as exc:
+        outcome = f"refused: {exc.message[:300]}"
     return {"services": services, "gpus": f"{len(current.gpus)} -> {len(plan.gpus)}",
             "outcome": outcome, "plan_steps_s": round(time.perf_counter() - t0, 2)}
 

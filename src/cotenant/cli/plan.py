@@ -20,7 +20,7 @@ from cotenant.perf.mig_profiles import ProfileTable, default_table, load_csv
 from cotenant.policies.partition import PARTITION
 from cotenant.policies.partition.export import node_counts, to_json, to_mig_parted
 from cotenant.policies.partition.planner import DEFAULT_TIME_LIMIT, plan_spec
-from cotenant.policies.partition.reconfig import Reconfiguration, plan_steps
+from cotenant.policies.partition.reconfig import Reconfiguration, SearchBound, plan_steps
 from cotenant.report.html import Figure, HtmlTable, render_report
 from cotenant.report.layouts import layout_plot
 from cotenant.report.output import ReportDir, write_text_atomic
@@ -107,6 +107,14 @@ def mig(
         Path | None, typer.Option(callback=dir_option,
                                   help="write plan.json, layouts.png and index.html here")
     ] = None,
+    search_states: Annotated[
+        int, typer.Option(min=1, help="with --current: states the search for a safe order "
+                          "may explore where the ordering rules find none")
+    ] = SearchBound.states,
+    search_seconds: Annotated[
+        float, typer.Option(min=0.01, callback=finite,
+                            help="with --current: seconds that search may take")
+    ] = SearchBound.seconds,
     json_out: Annotated[bool, typer.Option("--json", help="print the plan as JSON")] = False,
 ) -> None:
     """Plan MIG layouts and instance assignments for a ServingPlan spec."""
@@ -131,9 +139,11 @@ def mig(
     change: Reconfiguration | None = None
     planned = Deployment(spec.gpu, plan.gpus)
     if current is not None:
-        change = plan_steps(problem, current.gpus, plan.gpus)
+        change = plan_steps(problem, current.gpus, plan.gpus,
+                            SearchBound(search_states, search_seconds))
         planned = Deployment(spec.gpu, change.target)
         data["reconfiguration"] = {
+            "found_by": change.method,
             "gpu_of_plan_gpu": list(change.placement),
             "drained_gpus": change.drained,
             "steps": [str(step) for step in change.steps],

@@ -14,7 +14,16 @@ from cotenant.model.deployment import GpuPlan
 from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigLayout
 from cotenant.policies.partition import PARTITION, PartitionProblem
-from cotenant.policies.partition.reconfig import Step, StepKind, check_steps, plan_steps
+from cotenant.policies.partition.reconfig import (
+    SearchBound,
+    Step,
+    StepKind,
+    check_steps,
+    floor_of,
+    order_by_rules,
+    plan_steps,
+    search_steps,
+)
 
 GEOMETRY = CATALOG.get("A100-40GB").mig
 assert GEOMETRY is not None
@@ -67,7 +76,8 @@ def test_no_safe_order_without_a_spare_gpu_is_reported() -> None:
     pb = problem([600, 100])
     current = (gpu("7g.40gb@0", ["a"]),)
     plan = (gpu("4g.20gb@0,3g.20gb@4", ["a", "b"]),)
-    with pytest.raises(InfeasibleError, match="no safe step"):
+    with pytest.raises(InfeasibleError, match=r"no safe order exists .* a lacks 600\.0 "
+                       r"req/s to retire gpu0 7g\.40gb@0 \(floor 600\.0\)"):
         plan_steps(pb, current, plan)
 
 
@@ -125,4 +135,66 @@ def test_random_replans_are_safe(before: list[float], after: list[float], spare:
     else:
         check_steps(pb, current, result.steps, result.target)
         return
-    assert "no safe step" in message
+    assert "no safe order" in message
+
+
+FOUR_THREE = [[0, 0, 260, 330, 650]] * 3
+
+
+def three_busy_sevens() -> tuple[PartitionProblem, tuple[GpuPlan, ...], tuple[GpuPlan, ...]]:
+    """Three GPUs each serving one busy service on a 7g (650 req/s for a demand of 590:
+    4g + 3g serve exactly 590), a spare GPU, and a plan that spreads every service over two
+    GPUs."""
+    assert GEOMETRY is not None
+    pb = PartitionProblem(GEOMETRY, ("a", "b", "c"), np.array([590.0] * 3), PROFILES,
+                          np.array(FOUR_THREE, dtype=np.float64))
+    current = (gpu("7g.40gb@0", ["a"]), gpu("7g.40gb@0", ["b"]), gpu("7g.40gb@0", ["c"]),
+               GpuPlan(MigLayout(), ()))
+    plan = (gpu("4g.20gb@0,3g.20gb@4", ["a", "b"]), gpu("4g.20gb@0,3g.20gb@4", ["b", "c"]),
+            gpu("4g.20gb@0,3g.20gb@4", ["c", "a"]))
+    return pb, current, plan
+
+
+def test_a_spare_gpu_is_enough_where_the_rules_found_no_order() -> None:
+    pb, current, plan = three_busy_sevens()
+    with pytest.raises(InfeasibleError, match="rules found no safe step"):
+        order_by_rules(pb, current, plan)
+    result = plan_steps(pb, current, plan)
+    assert result.method == "search"
+    check_steps(pb, current, result.steps, result.target)  # every service >= 590 throughout
+    assert sorted(result.placement) == sorted(set(result.placement))
+    # without the spare there is no room for a replacement: refused, with what is lacking
+    with pytest.raises(InfeasibleError, match=r"no safe order exists.*lacks 590\.0 req/s"):
+        plan_steps(pb, current[:3], plan)
+
+
+def test_a_tightened_slo_keeps_the_only_replica_until_its_replacement_serves() -> None:
+    # a's SLO was tightened: its 1g replica no longer meets it (rate 0), so today's floor is
+    # 0 req/s; the plan moves it to a 2g on the same slices
+    assert GEOMETRY is not None
+    pb = PartitionProblem(GEOMETRY, ("a", "b"), np.array([150.0, 400.0]), PROFILES,
+                          np.array([[0, 190, 260, 330, 650], [100, 190, 260, 330, 650]],
+                                   dtype=np.float64))
+    current = (gpu("1g.5gb@0,1g.5gb@1,1g.5gb@2,1g.5gb@3,1g.5gb@4,1g.5gb@5,1g.5gb@6",
+                   ["a", "b", "b", "b", "b", None, None]),)
+    plan = (gpu("2g.10gb@0,1g.5gb@2,1g.5gb@3,1g.5gb@4,1g.5gb@5,1g.5gb@6",
+                ["a", "b", "b", "b", "b", None]),)
+    assert list(floor_of(pb, current)) == [0.0, 400.0]
+    result = plan_steps(pb, current, plan)
+    check_steps(pb, current, result.steps, result.target)
+    kinds = [(s.kind, str(s.placement), s.service) for s in result.steps]
+    started = kinds.index((StepKind.START, "2g.10gb@0", "a"))
+    stopped = kinds.index((StepKind.STOP, "1g.5gb@0", "a"))
+    # a serves all along: a temporary replica stands in while the 2g is made
+    first_new = min(i for i, (k, _, s) in enumerate(kinds) if k is StepKind.START and s == "a")
+    assert first_new < stopped < started
+    # the checker refuses an order that stops a's only replica first
+    one = current[0].layout.placements[0]
+    with pytest.raises(InfeasibleError, match="leaves a with no replica in rotation"):
+        check_steps(pb, current, (Step(StepKind.MOVE_TRAFFIC, 0, one, "a"),), current)
+
+
+def test_the_search_bound_is_stated_when_it_stops_the_search() -> None:
+    pb, current, plan = three_busy_sevens()
+    with pytest.raises(InfeasibleError, match=r"within the search bound \(3 states"):
+        search_steps(pb, current, plan, SearchBound(states=3))

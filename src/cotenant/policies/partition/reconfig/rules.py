@@ -1,13 +1,7 @@
-"""Safe reconfiguration: from the deployment running today to a new plan, step by step.
+"""Safe reconfiguration by ordering rules: fast, and enough for most changes.
 
-A step is one of: create a GPU instance, start a replica on it, move traffic off a replica,
-stop a replica, destroy an instance, or repartition a drained GPU (destroy all its instances
-and create the new layout in one go). The invariant, proved by :func:`check_steps` replaying
-the steps: after every step, each service of the spec keeps at least
-``floor = min(demand, capacity today)`` req/s in rotation (a service that is short today is
-never made shorter; one that meets its demand keeps meeting it).
-
-The ordering rule (:func:`plan_steps`):
+The invariants are :mod:`.steps`' (floor and last replica). The ordering rule
+(:func:`order_by_rules`):
 
 1. **Match** plan GPUs to physical GPUs by a maximum-weight assignment
    (``scipy.optimize.linear_sum_assignment``) that scores instances kept as they are (same
@@ -19,166 +13,29 @@ The ordering rule (:func:`plan_steps`):
    service keeps its floor; destroy an instance once it is empty, which frees slots for step 2.
    A GPU whose whole layout changes is repartitioned once drained; every other GPU changes
    instance by instance while its other instances keep serving, so only those GPUs drain.
-4. Repeat until done; if no step is safe, raise :class:`InfeasibleError` naming the services
-   that have no slack (the fix is a spare GPU, or a plan closer to today's).
+4. Repeat until done; if no step is safe, raise :class:`InfeasibleError` (the bounded
+   search of :mod:`.search` then looks for an order these rules miss).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
-
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from cotenant.errors import InfeasibleError, InvalidLayoutError
+from cotenant.errors import InfeasibleError
 from cotenant.model.deployment import GpuPlan
 from cotenant.model.mig import MigLayout, MigPlacement
-from cotenant.policies.partition.problem import FloatArray, PartitionProblem, unmet
-
-
-class StepKind(StrEnum):
-    CREATE = "create-instance"
-    START = "start-replica"
-    MOVE_TRAFFIC = "move-traffic"
-    STOP = "stop-replica"
-    DESTROY = "destroy-instance"
-    REPARTITION = "repartition"
-
-
-@dataclass(frozen=True)
-class Step:
-    kind: StepKind
-    gpu: int
-    placement: MigPlacement | None = None
-    service: str | None = None
-    layout: MigLayout | None = None
-
-    def __str__(self) -> str:
-        what = f"{self.layout}" if self.kind is StepKind.REPARTITION else f"{self.placement}"
-        svc = f" {self.service}" if self.service else ""
-        return f"{self.kind.value} gpu{self.gpu} {what}{svc}"
-
-
-@dataclass(frozen=True)
-class Reconfiguration:
-    steps: tuple[Step, ...]
-    placement: tuple[int, ...]  # plan GPU i runs on physical GPU placement[i]
-    target: tuple[GpuPlan, ...]  # per physical GPU, the plan's layout (empty when released)
-    floor: FloatArray  # per service, req/s kept in rotation throughout
-    drained: int  # GPUs repartitioned after all their replicas were stopped
-
-
-class _State:
-    """Per physical GPU: instance -> service (None: idle) and whether its replica serves."""
-
-    def __init__(self, problem: PartitionProblem, gpus: tuple[GpuPlan, ...]) -> None:
-        self.problem = problem
-        self.instances = [dict(g.assignment) for g in gpus]
-        self.serving = [{p: s is not None for p, s in g.assignment} for g in gpus]
-        self._svc = {s: i for i, s in enumerate(problem.services)}
-        self.cap = np.zeros(len(problem.services))
-        for inst in self.instances:
-            for p, svc in inst.items():
-                self._add(p, svc, 1.0)
-
-    def _add(self, placement: MigPlacement, service: str | None, sign: float) -> None:
-        if service is not None and service in self._svc:
-            self.cap[self._svc[service]] += sign * self.rate(placement, service)
-
-    def rate(self, placement: MigPlacement, service: str) -> float:
-        s = self._svc.get(service)
-        return 0.0 if s is None else self.problem.rate_of(s, placement.profile.name)
-
-    def capacity(self) -> FloatArray:
-        """Req/s in rotation per service."""
-        return self.cap.copy()
-
-    def fits(self, gpu: int, placement: MigPlacement) -> bool:
-        try:
-            self.problem.geometry.check((*self.instances[gpu], placement))
-        except InvalidLayoutError:
-            return False
-        return True
-
-    def apply(self, step: Step) -> None:
-        """Carry out ``step``, or raise :class:`InfeasibleError` if the driver would refuse it."""
-        g, p, inst = step.gpu, step.placement, self.instances[step.gpu]
-        serving = self.serving[g]
-        bad = None
-        if step.kind is StepKind.REPARTITION:
-            if any(s is not None for s in inst.values()) or step.layout is None:
-                bad = "GPU still has replicas"
-            else:
-                self.instances[g] = dict.fromkeys(step.layout.placements)
-                self.serving[g] = dict.fromkeys(step.layout.placements, False)
-            if bad is None:
-                return
-        elif p is None:
-            bad = "no instance named"
-        elif step.kind is StepKind.CREATE:
-            bad = "slots taken" if p in inst or not self.fits(g, p) else None
-            if bad is None:
-                inst[p], serving[p] = None, False
-        elif p not in inst:
-            bad = "no such instance"
-        elif step.kind is StepKind.START:
-            bad = "instance busy" if inst[p] is not None or step.service is None else None
-            if bad is None:
-                inst[p], serving[p] = step.service, True
-                self._add(p, step.service, 1.0)
-        elif step.kind is StepKind.MOVE_TRAFFIC:
-            bad = "replica not in rotation" if not serving[p] else None
-            if bad is None:
-                serving[p] = False
-                self._add(p, inst[p], -1.0)
-        elif step.kind is StepKind.STOP:
-            bad = "traffic not moved off first" if serving[p] or inst[p] is None else None
-            if bad is None:
-                inst[p] = None
-        elif step.kind is StepKind.DESTROY:
-            bad = "replica still running" if inst[p] is not None else None
-            if bad is None:
-                del inst[p], serving[p]
-        if bad is not None:
-            raise InfeasibleError(f"step {step} is not possible: {bad}")
-
-
-def floor_of(problem: PartitionProblem, current: tuple[GpuPlan, ...]) -> FloatArray:
-    """Per service, the req/s that must stay in rotation: min(demand, capacity today)."""
-    return np.minimum(problem.demand, _State(problem, current).capacity())
-
-
-def check_steps(
-    problem: PartitionProblem,
-    current: tuple[GpuPlan, ...],
-    steps: tuple[Step, ...],
-    target: tuple[GpuPlan, ...],
-) -> None:
-    """Replay ``steps`` from ``current``; raise :class:`InfeasibleError` at the first step the
-    driver would refuse or that leaves a service below its floor, or if the end state is not
-    ``target`` (per physical GPU)."""
-    floor = floor_of(problem, current)
-    pool = max(len(current), len(target))
-    empty = GpuPlan(MigLayout(), ())
-    state = _State(problem, current + (empty,) * (pool - len(current)))
-    for n, step in enumerate(steps, 1):
-        if not 0 <= step.gpu < pool:
-            raise InfeasibleError(f"step {n} ({step}): no GPU {step.gpu} in the pool")
-        state.apply(step)
-        cap = state.capacity()
-        for s, name in enumerate(problem.services):
-            if unmet(float(cap[s]), float(floor[s])):
-                raise InfeasibleError(
-                    f"step {n} ({step}) drops {name} to {cap[s]:.1f} req/s, below "
-                    f"{floor[s]:.1f} req/s"
-                )
-    goal = target + (empty,) * (pool - len(target))
-    for g, (have, want) in enumerate(zip(state.instances, goal, strict=True)):
-        if have != dict(want.assignment) or not all(
-            state.serving[g][p] for p, s in want.assignment if s is not None
-        ):
-            raise InfeasibleError(f"after the last step GPU {g} is not as the plan says")
+from cotenant.policies.partition.problem import PartitionProblem
+from cotenant.policies.partition.reconfig.steps import (
+    Reconfiguration,
+    State,
+    Step,
+    StepKind,
+    check_steps,
+    floor_of,
+    losing,
+    replicas_today,
+)
 
 
 def _match(current: tuple[GpuPlan, ...], plan: tuple[GpuPlan, ...]) -> tuple[int, ...]:
@@ -199,7 +56,7 @@ def _match(current: tuple[GpuPlan, ...], plan: tuple[GpuPlan, ...]) -> tuple[int
     return tuple(placement)
 
 
-def plan_steps(
+def order_by_rules(
     problem: PartitionProblem, current: tuple[GpuPlan, ...], plan: tuple[GpuPlan, ...]
 ) -> Reconfiguration:
     """Ordered, safe steps from ``current`` to ``plan`` (see the module docstring)."""
@@ -209,8 +66,9 @@ def plan_steps(
     target = [empty] * pool
     for t, g in enumerate(where):
         target[g] = plan[t]
-    state = _State(problem, current + (empty,) * (pool - len(current)))
+    state = State(problem, current + (empty,) * (pool - len(current)))
     floor = floor_of(problem, current)
+    today = replicas_today(problem, current)
     want = [dict(g.assignment) for g in target]
     # GPUs whose every instance changes are repartitioned whole once drained.
     # GPUs released by the plan lose their instances one by one.
@@ -245,8 +103,7 @@ def plan_steps(
         has no use for it; whether anything changed."""
         changed = (g, p) in temps
         if svc is not None:
-            s = index.get(svc)
-            if s is not None and unmet(float(state.cap[s] - state.rate(p, svc)), float(floor[s])):
+            if losing(problem, state, floor, today, p, svc) is not None:
                 return False
             do(Step(StepKind.MOVE_TRAFFIC, g, p, svc))
             do(Step(StepKind.STOP, g, p, svc))
@@ -329,17 +186,7 @@ def plan_steps(
             break
         seen.add(now)
     if any(state.instances[g] != want[g] for g in range(pool)):
-        cap = state.capacity()
-        stuck = [
-            f"{name}: {cap[s]:.1f} req/s in rotation, floor {floor[s]:.1f}"
-            for s, name in enumerate(problem.services)
-            if cap[s] - floor[s] < problem.rate[s].max()
-        ]
-        raise InfeasibleError(
-            "no safe step is left: stopping any remaining old replica would drop its service "
-            "below its floor (add a spare GPU, or plan closer to today's layout)",
-            stuck or ["(no service has slack)"],
-        )
+        raise InfeasibleError("the ordering rules found no safe step")
     result = Reconfiguration(tuple(steps), where, tuple(target), floor, drained)
     check_steps(problem, current, result.steps, result.target)
     return result
