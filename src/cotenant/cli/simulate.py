@@ -43,6 +43,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "colocation": ("cotenant.cli.colocation", "Online/offline co-location: dedicated GPUs, "
                    "fixed-split MPS, time slicing, priority, MuxFlow and cotenant's policies, "
                    "on one workload with the same bursts and faults."),
+    "mig-training": ("cotenant.cli.mig_training", "Training jobs on MIG GPUs: one-to-one "
+                     "static and dynamic MIG against Flex-MIG's one-to-many, on the same "
+                     "jobs and layouts."),
 }
 """The simulators beside the fragmentation experiment, loaded when they run: the placement
 experiment does not import the co-location simulator, nor the other way round."""
