@@ -24,8 +24,12 @@ from cotenant.policies.colocation.contract import check_share_pct
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 _KEYS = {"name", "argv", "role", "gpu", "sm_share", "mem_limit_mib", "env", "model", "slo_ms",
-         "latency_metric", "mig_instance"}
+         "latency_metric", "mig_instance", "mig_instances", "master_port", "job"}
 _MIG_INSTANCE = re.compile(r"[1-7]g\.[0-9]{1,3}gb(\+me)?@[0-7]")
+_MIG_ON_GPU = re.compile(
+    r"(?:(?P<gpu>[0-9]{1,3}):)?(?P<instance>[1-7]g\.[0-9]{1,3}gb(\+me)?@[0-7])")
+MAX_RANKS = 64
+"""Instances one training job may span: eight A100-class GPUs of seven instances, and more."""
 _RESERVED_ENV = ("CUDA_MPS_", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 _METRIC_KEYS = {"url", "histogram", "unit", "labels"}
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -91,7 +95,13 @@ class WorkloadSpec:
     ``mig_instance`` (``"3g.20gb@4"``: profile and start) runs it on that MIG instance of a GPU
     in MIG mode instead of on the whole GPU; the instance's own SMs and memory are its limits,
     so it takes no MPS share or memory limit, and the co-location policy and its guard leave
-    it alone (the hardware isolates it)."""
+    it alone (the hardware isolates it).
+
+    ``mig_instances`` (``["3g.20gb@4", "1:2g.10gb@0"]``: profile and start, on ``gpu`` or on
+    the GPU before the colon) makes it a training job spanning those instances, started as
+    one process per instance (:func:`cotenant.agent.mig_workloads.rank_specs`), each a
+    workload of its own that names its ``job`` and gets the rank variables of
+    ``torch.distributed``'s ``env://`` rendezvous, at ``master_port``."""
 
     name: str
     argv: tuple[str, ...]
@@ -104,6 +114,9 @@ class WorkloadSpec:
     slo_ms: float = 100.0
     latency_metric: LatencyMetric | None = None
     mig_instance: str | None = None
+    mig_instances: tuple[tuple[int, str], ...] = ()
+    master_port: int | None = None
+    job: str | None = None
 
     @staticmethod
     def from_dict(data: object, where: str = "workload") -> WorkloadSpec:
@@ -139,19 +152,31 @@ class WorkloadSpec:
                 raise InputError(f"{where}.latency_metric", "only an online service has one")
             metric = LatencyMetric.from_dict(metric, f"{where}.latency_metric")
         instance = data.get("mig_instance")
-        if instance is not None:
-            if not isinstance(instance, str) or not _MIG_INSTANCE.fullmatch(instance):
-                raise InputError(f"{where}.mig_instance", f"{instance!r:.40} is not "
-                                 "<profile>@<start>", hint="e.g. 3g.20gb@4 (cotenant mig "
-                                 "layouts lists the placements)")
-            for key in ("sm_share", "mem_limit_mib"):
-                if data.get(key) is not None:
-                    raise InputError(f"{where}.{key}", "a MIG instance's own SMs and memory "
-                                     "limit it; MPS limits do not apply there")
+        if instance is not None and (not isinstance(instance, str)
+                                     or not _MIG_INSTANCE.fullmatch(instance)):
+            raise InputError(f"{where}.mig_instance", f"{instance!r:.40} is not "
+                             "<profile>@<start>", hint="e.g. 3g.20gb@4 (cotenant mig "
+                             "layouts lists the placements)")
+        ranks = _ranks(data.get("mig_instances"), gpu, f"{where}.mig_instances")
+        for key in ("sm_share", "mem_limit_mib"):
+            if (instance is not None or ranks) and data.get(key) is not None:
+                raise InputError(f"{where}.{key}", "a MIG instance's own SMs and memory "
+                                 "limit it; MPS limits do not apply there")
+        if instance is not None and ranks:
+            raise InputError(f"{where}.mig_instances", "give mig_instance (one process) or "
+                             "mig_instances (one per instance), not both")
+        port = data.get("master_port")
+        if port is not None and (isinstance(port, bool) or not isinstance(port, int)
+                                 or not 1024 <= port <= 65535):
+            raise InputError(f"{where}.master_port", f"must be a port in 1024-65535, got "
+                             f"{port!r:.20}")
+        job = data.get("job")
+        if job is not None and (not isinstance(job, str) or not _NAME.fullmatch(job)):
+            raise InputError(f"{where}.job", f"{job!r:.80} must match {_NAME.pattern}")
         return WorkloadSpec(name, argv, role, gpu, share, mem, _env(data.get("env", {}), where),
                             _text(data.get("model", ""), f"{where}.model"),
                             _slo(data.get("slo_ms", 100.0), f"{where}.slo_ms"), metric,
-                            instance)
+                            instance, ranks, port, job)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -163,7 +188,33 @@ class WorkloadSpec:
             out["latency_metric"] = self.latency_metric.to_dict()
         if self.mig_instance is not None:
             out["mig_instance"] = self.mig_instance
+        if self.mig_instances:
+            out["mig_instances"] = [f"{g}:{i}" for g, i in self.mig_instances]
+        if self.master_port is not None:
+            out["master_port"] = self.master_port
+        if self.job is not None:
+            out["job"] = self.job
         return out
+
+
+def _ranks(value: object, gpu: int, where: str) -> tuple[tuple[int, str], ...]:
+    """``mig_instances`` as (GPU, instance) pairs, each named once."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_RANKS:
+        raise InputError(where, f"must be a list of 1-{MAX_RANKS} instances",
+                         hint='e.g. ["3g.20gb@4", "1:2g.10gb@0"] (GPU 1\'s 2g at slice 0)')
+    out: list[tuple[int, str]] = []
+    for i, item in enumerate(value):
+        match = _MIG_ON_GPU.fullmatch(item) if isinstance(item, str) else None
+        if match is None:
+            raise InputError(f"{where}[{i}]", f"{item!r:.40} is not [<gpu>:]<profile>@<start>",
+                             hint="e.g. 3g.20gb@4 or 1:2g.10gb@0")
+        pair = (int(match["gpu"]) if match["gpu"] else gpu, match["instance"])
+        if pair in out:
+            raise InputError(f"{where}[{i}]", f"GPU {pair[0]}'s {pair[1]} is named twice")
+        out.append(pair)
+    return tuple(out)
 
 
 def _http_url(url: str) -> bool:

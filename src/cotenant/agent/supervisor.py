@@ -47,7 +47,7 @@ from cotenant.agent.backends.base import (
 )
 from cotenant.agent.downtime import DowntimeMeter
 from cotenant.agent.faults import FaultClass, asked_for, classify, recovery_fault
-from cotenant.agent.mig_workloads import check_mig, mig_device
+from cotenant.agent.mig_workloads import check_mig, mig_device, rank_specs
 from cotenant.agent.mps import MpsManager
 from cotenant.agent.pauses import Pauses
 from cotenant.agent.spec import Role, WorkloadSpec
@@ -99,11 +99,23 @@ class Supervisor:
     # --- requests ----------------------------------------------------------------------------
 
     def submit(self, spec: WorkloadSpec, now: float) -> WorkloadRecord:
+        """Add ``spec`` (a job over several MIG instances: one workload per instance, all
+        checked before any is added; the first rank's record is returned)."""
+        if not spec.mig_instances:
+            self._check(spec)
+            return self._add(spec, now)
+        ranks = rank_specs(spec)
+        for rank in ranks:
+            self._check(rank, len(ranks))
+        records = [self._add(rank, now) for rank in ranks]
+        return records[0]
+
+    def _check(self, spec: WorkloadSpec, adding: int = 1) -> None:
         gpus = self.backend.gpus()
         if spec.gpu >= len(gpus):
             raise InputError(f"workload {spec.name!r}.gpu",
                              f"no GPU {spec.gpu}; this node has 0-{len(gpus) - 1}")
-        active = self.store.count_active()
+        active = self.store.count_active() + adding - 1
         existing = self.store.get(spec.name)
         if active >= MAX_ACTIVE and (existing is None or existing.status.final):
             raise InputError(f"workload {spec.name!r}", f"this agent already runs {active} "
@@ -115,13 +127,20 @@ class Supervisor:
                              f"{spec.mem_limit_mib} MiB is more than GPU {spec.gpu} has "
                              f"({total} MiB), so it would limit nothing",
                              hint=f"give at most {total}")
+
+    def _add(self, spec: WorkloadSpec, now: float) -> WorkloadRecord:
         record = self.store.add(spec, now)
         self.store.event(now, spec.name, "submitted", detail=" ".join(spec.argv))
         return record
 
     def stop(self, name: str, now: float) -> WorkloadRecord:
+        """Stop workload ``name``, or every rank of job ``name`` (the first rank's record)."""
         record = self.store.get(name)
         if record is None:
+            ranks = [r for r in self.store.all() if r.spec.job == name]
+            if ranks:
+                stopped = [self.stop(r.spec.name, now) for r in ranks]
+                return stopped[0]
             raise InputError(f"workload {name!r}", "does not exist")
         if record.status.final:
             return record
