@@ -50,6 +50,8 @@ from cotenant.policies.partition.problem import (
 )
 from cotenant.policies.partition.registry import PARTITION
 
+REPACK_S = 0.5
+"""The most the exact packing may take (milliseconds in practice: a few dozen variables)."""
 REMAINDER_MILP_SERVICES = 400
 """Remainders with more services than this are covered by dual prices, not the MILP (which
 rarely finds a first plan for thousands of services within a second)."""
@@ -69,7 +71,7 @@ def lp_round_gpus(
     if more is None:
         more = cheapest_patterns(remainder, relaxed.price)
     total = take + more
-    use = repack(problem, total.sum(axis=0), solver_time(problem, deadline, share))
+    use = repack(problem, total.sum(axis=0), min(REPACK_S, solver_time(problem, deadline)))
     if use is None:
         use = pack(problem, total.sum(axis=0))
     return realise(problem, use, total)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from cotenant.policies.partition.formulation import distinct_layouts
-from cotenant.policies.partition.highs import solve_within
+from cotenant.policies.partition.highs import solve_small
 from cotenant.policies.partition.problem import TOLERANCE, FloatArray, IntArray, PartitionProblem
 
 PATTERN_GPUS = 2
@@ -31,8 +31,8 @@ def repack(problem: PartitionProblem, need: IntArray, seconds: float) -> IntArra
         return None
     layouts = distinct_layouts(problem)
     counts = problem.layout_counts()[layouts].astype(np.float64)  # (L', P)
-    res = solve_within(np.ones(len(layouts)), counts.T, need.astype(np.float64),
-                       np.full(len(need), np.inf), np.full(len(layouts), np.inf), seconds)
+    res = solve_small(np.ones(len(layouts)), counts.T, need.astype(np.float64),
+                      np.full(len(need), np.inf), np.full(len(layouts), np.inf), seconds)
     if res is None or res.x is None:
         return None
     use = np.zeros(len(problem.layouts), dtype=np.int64)
