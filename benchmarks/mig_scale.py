@@ -1,12 +1,15 @@
 """Benchmark: the MIG planner's wall time and memory against the number of services.
 
 Each row writes a ServingPlan of N services of one family (the planner benchmark's
-generator, ``benchmarks/mig_planner.py``; ``tiny`` adds demands of 1-50 req/s, so that
-100,000 services fit in the 20,000-GPU bound) and runs ``cotenant plan mig SPEC --json``
-in a child process, end to end: reading the spec, building the problem, solving, checking.
+generator, ``benchmarks/mig_planner.py``: ``small``, ``mixed``, ``large``; and ``tiny``:
+demands of 1-50 req/s with SLOs 20 times the model's best latency, so that one 1g instance
+serves each and 100,000 services fit in the 20,000-GPU bound) and runs ``cotenant plan mig
+SPEC --json`` in a child process, end to end: reading the spec, building the problem,
+solving, checking.
 It reports the child's wall time, the command's own time (from the CLI's imports done to
 its exit: reading, building, solving, checking, printing), its peak resident memory
-(``ru_maxrss``), exit status (2: a one-line error, whose text is shown), GPUs, bound, solver
+(``VmHWM`` of ``/proc/self/status``: ``ru_maxrss`` would count the parent's memory at the
+fork), exit status (2: a one-line error, whose text is shown), GPUs, bound, solver
 and the solver's own seconds.
 
     .venv/bin/python benchmarks/mig_scale.py [--sizes 1000,3000,10000,30000,100000]
@@ -26,16 +29,33 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import yaml
 
-sys.path.insert(0, str(Path(__file__).parent))
-from mig_planner import FAMILIES, workload
+from cotenant.model.gpu import CATALOG
+from cotenant.model.serving import Service, ServingSpec
+from cotenant.perf.mig_profiles import default_table
 
-FAMILIES.setdefault("tiny", (1.0, 50.0))
+sys.path.insert(0, str(Path(__file__).parent))
+from mig_planner import workload
+
+TINY_SLO = 20.0
 
 
 def spec_text(n: int, family: str, seed: int) -> str:
-    spec = workload("A100-40GB", n, family, seed)
+    if family == "tiny":
+        table = default_table()
+        rng = np.random.default_rng(seed)
+        models = table.models()
+        services = []
+        for i in range(n):
+            model = models[int(rng.integers(len(models)))]
+            slo = round(table.best_latency(model, "A100-40GB") * TINY_SLO, 1)
+            services.append(Service(f"svc-{i}", model, round(float(rng.uniform(1, 50)), 1),
+                                    slo))
+        spec = ServingSpec(CATALOG.get("A100-40GB"), tuple(services))
+    else:
+        spec = workload("A100-40GB", n, family, seed)
     return yaml.safe_dump({
         "apiVersion": "cotenant/v1alpha1", "kind": "ServingPlan", "gpu": "A100-40GB",
         "services": [{"name": s.name, "model": s.model, "rate": s.rate, "sloMs": s.slo_ms}
@@ -68,11 +88,13 @@ def run(spec: Path, solver: str, limit: float, src: str | None) -> dict[str, obj
 
 
 CHILD = """
-import atexit, resource, sys, time
+import atexit, sys, time
 from cotenant.cli.main import main
 t0 = time.perf_counter()
-atexit.register(lambda: sys.stderr.write("\\nPEAK_KIB %d %.3f\\n" % (
-    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter() - t0)))
+def peak():
+    hwm = [l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM:")]
+    sys.stderr.write("\\nPEAK_KIB %s %.3f\\n" % (hwm[0], time.perf_counter() - t0))
+atexit.register(peak)
 main()
 """
 

@@ -100,14 +100,16 @@ def lp_bound(problem: PartitionProblem) -> int:
 
 
 QUIET_HEURISTICS_VARIABLES = 2_000
-"""Above this many instance variables HiGHS runs without its primal heuristics
-(``mip_heuristic_effort`` 0): at 1,000 services of the large family its root heuristics
-overran a 0.5 s limit by 1.3 s, and without them it found the same plan in time."""
+"""Above this many instance variables per second of its limit HiGHS runs without its primal
+heuristics (``mip_heuristic_effort`` 0): at 1,000 services of the large family its root
+heuristics overran a 0.5 s limit by 1.3 s, and without them it found the same plan in
+time. With more time they are what finds a plan (500 large services, 30 s: none without)."""
 
 
-def _options(problem: PartitionProblem) -> dict[str, float]:
+def _options(problem: PartitionProblem, seconds: float) -> dict[str, float]:
     pairs = int(np.count_nonzero((problem.rate > 0) & (problem.demand > 0)[:, None]))
-    return {"mip_heuristic_effort": 0.0} if pairs > QUIET_HEURISTICS_VARIABLES else {}
+    quiet = pairs > QUIET_HEURISTICS_VARIABLES * max(seconds, 1.0)
+    return {"mip_heuristic_effort": 0.0} if quiet else {}
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,8 @@ class PendingMilp:
         self.problem = problem
         self.form = formulate(problem, free)
         self.solve = (Solve(self.form.cost, self.form.matrix, self.form.row_lower,
-                            self.form.row_upper, self.form.upper, seconds, _options(problem))
+                            self.form.row_upper, self.form.upper, seconds,
+                            _options(problem, seconds))
                       if seconds >= MIN_SOLVE_S else None)
 
     def result(self) -> MilpResult:
