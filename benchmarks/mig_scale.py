@@ -15,6 +15,7 @@ and the solver's own seconds.
     .venv/bin/python benchmarks/mig_scale.py [--sizes 1000,3000,10000,30000,100000]
         [--families small,tiny,mixed] [--time-limits 1,10] [--solver auto]
         [--src OTHER/src]   # the same rows with another checkout's code (a baseline)
+        [--json-spec]       # the spec written as JSON, which plan mig reads ten times faster
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from mig_planner import workload
 TINY_SLO = 20.0
 
 
-def spec_text(n: int, family: str, seed: int) -> str:
+def spec_text(n: int, family: str, seed: int, as_json: bool = False) -> str:
     if family == "tiny":
         table = default_table()
         rng = np.random.default_rng(seed)
@@ -56,10 +57,10 @@ def spec_text(n: int, family: str, seed: int) -> str:
         spec = ServingSpec(CATALOG.get("A100-40GB"), tuple(services))
     else:
         spec = workload("A100-40GB", n, family, seed)
-    return yaml.safe_dump({
-        "apiVersion": "cotenant/v1alpha1", "kind": "ServingPlan", "gpu": "A100-40GB",
-        "services": [{"name": s.name, "model": s.model, "rate": s.rate, "sloMs": s.slo_ms}
-                     for s in spec.services]}, sort_keys=False)
+    doc = {"apiVersion": "cotenant/v1alpha1", "kind": "ServingPlan", "gpu": "A100-40GB",
+           "services": [{"name": s.name, "model": s.model, "rate": s.rate, "sloMs": s.slo_ms}
+                        for s in spec.services]}
+    return json.dumps(doc) if as_json else yaml.safe_dump(doc, sort_keys=False)
 
 
 def run(spec: Path, solver: str, limit: float, src: str | None) -> dict[str, object]:
@@ -107,6 +108,8 @@ def main() -> None:
     parser.add_argument("--solver", default="auto")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--src", default=None, help="PYTHONPATH of another checkout's src")
+    parser.add_argument("--json-spec", action="store_true",
+                        help="write the spec as JSON (read by the JSON parser)")
     args = parser.parse_args()
     print(f"# {platform.platform()}, python {platform.python_version()}, "
           f"{os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
@@ -117,8 +120,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for family in args.families.split(","):
             for n in (int(x) for x in args.sizes.split(",")):
-                spec = Path(tmp) / f"{family}-{n}.yaml"
-                spec.write_text(spec_text(n, family, args.seed), encoding="utf-8")
+                spec = Path(tmp) / f"{family}-{n}.{'json' if args.json_spec else 'yaml'}"
+                spec.write_text(spec_text(n, family, args.seed, args.json_spec),
+                                encoding="utf-8")
                 for limit in (float(x) for x in args.time_limits.split(",")):
                     row = run(spec, args.solver, limit, args.src)
                     extra = (f"{row.get('gpus', '')} | {row.get('bound', '')} | "

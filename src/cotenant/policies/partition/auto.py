@@ -2,11 +2,12 @@
 
 1. **greedy** (milliseconds even at 100,000 services); done if it meets the slice bound;
 2. the full **MILP** is started in the background with the whole budget (HiGHS releases
-   the GIL, so it has a core of its own), exactly as ``--solver milp`` runs it: ``auto``
-   is never worse than the exact solver given the same time, and meanwhile
+   the GIL, so it has a core of its own), exactly as ``--solver milp`` runs it, where it
+   is small enough to help (:data:`MAX_MILP_PAIRS`): ``auto`` is not worse than the exact
+   solver given the same time, and meanwhile
 3. the **LP relaxation** (with the knapsack cuts of
-   :mod:`~cotenant.policies.partition.formulation`) in at most 40% of the budget gives a
-   stronger bound and the start of
+   :mod:`~cotenant.policies.partition.formulation`) in at most 40% of the budget (80%
+   without the MILP) gives a stronger bound and the start of
 4. **LP rounding**: keep the LP's instances rounded down, cover the remainder service by
    service with the cheapest instance pattern at the LP's dual prices (the ``lp-round``
    solver covers a small remainder exactly by the MILP instead), then pack all instances
@@ -96,12 +97,13 @@ def solve_lp_round(problem: PartitionProblem, time_limit: float = 10.0) -> Plan:
     return Plan(name, gpus, min(bound, len(gpus)), len(gpus) <= bound, deadline.elapsed())
 
 
-MILP_PAIRS_PER_SECOND = 7_500
-MAX_MILP_PAIRS = 25_000
+MILP_PAIRS_PER_SECOND = 5_000
+MAX_MILP_PAIRS = 10_000
 """``auto`` starts the full MILP only up to :data:`MILP_PAIRS_PER_SECOND` (service, profile)
-variables per second of its budget, and never beyond :data:`MAX_MILP_PAIRS` (about 5,000
+variables per second of its budget, and never beyond :data:`MAX_MILP_PAIRS` (about 2,000
 services): in our runs HiGHS found no first plan for 3,000 services (14,000 variables) in
-2 s, nor for 10,000 in 10 s, and a solve it cannot use only takes a core from the LP."""
+10 s and overran that limit by 6 s, and a solve it cannot use only takes a core from the
+LP. Without it the LP may take 80% of the budget, not 40%."""
 
 
 @PARTITION.register("auto", aliases=("default",))
@@ -115,7 +117,7 @@ def solve_auto(problem: PartitionProblem, time_limit: float = 10.0) -> Plan:
     useful = pairs <= min(MAX_MILP_PAIRS, MILP_PAIRS_PER_SECOND * time_limit)
     exact = (PendingMilp(problem, solver_time(problem, deadline))  # step 4, in the background
              if useful else None)
-    relaxed = relaxation(problem, solver_time(problem, deadline, 0.4))
+    relaxed = relaxation(problem, solver_time(problem, deadline, 0.4 if useful else 0.8))
     if relaxed is not None:
         bound = max(bound, math.ceil(relaxed.value - 1e-6))
         if len(best) > bound:
