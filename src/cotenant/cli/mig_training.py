@@ -10,7 +10,6 @@ from typing import Annotated
 import numpy as np
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from cotenant.cli.checks import finite
 from cotenant.cli.options import JsonOpt, OutOpt
@@ -19,11 +18,12 @@ from cotenant.model.training import TrainingJob
 from cotenant.report.html import Figure, HtmlTable, render_report
 from cotenant.report.mig_training import CAPTION, mig_training_plot
 from cotenant.report.output import ReportDir
+from cotenant.report.tables import fitted_tables
 from cotenant.sim.mig_training import Allocation, MigTrainingConfig, simulate
 from cotenant.traces.mig_jobs import ARRIVALS, arrange, openb_jobs, synthetic_jobs
 from cotenant.traces.openb import iter_pods
 
-app = typer.Typer(help="Training jobs on MIG GPUs.")
+app = typer.Typer()
 
 
 def _jobs(pods: Path | None, synthetic: int | None, rng: np.random.Generator
@@ -66,7 +66,8 @@ def mig_training(
     json_out: JsonOpt = False,
     out: OutOpt = None,
 ) -> None:
-    """Training jobs on MIG GPUs: static and dynamic one-to-one against Flex-MIG."""
+    """Training jobs on MIG GPUs: one-to-one static and dynamic MIG against Flex-MIG's
+    one-to-many, on the same jobs and layouts."""
     rng = np.random.default_rng(seed)
     found, source = _jobs(pods, synthetic, rng)
     config = MigTrainingConfig(gpus, gpus_per_node, gpu_model, overhead, reconfig_s,
@@ -89,17 +90,17 @@ def mig_training(
         console = Console()
         for key, value in settings.items():
             console.print(f"{key}: {value}")
-        table = Table()
-        for col in ("allocation", "makespan h", "vs static", "mean JCT h", "vs static",
-                    "mean queue h", "fragmented", "used", "remakes", "multi-instance jobs"):
-            table.add_column(col, justify="left" if col == "allocation" else "right")
-        for row in rows:
-            table.add_row(str(row["allocation"]), f"{row['makespan_s'] / 3600:.1f}",
-                          f"{row['makespan_vs_static']:+.1%}", f"{row['mean_jct_s'] / 3600:.2f}",
-                          f"{row['jct_vs_static']:+.1%}", f"{row['mean_queue_s'] / 3600:.2f}",
-                          f"{row['fragmented']:.1%}", f"{row['used']:.1%}",
-                          str(row["reconfigurations"]), str(row["multi_instance_jobs"]))
-        console.print(table)
+        head = ["allocation", "makespan h", "vs static", "JCT h", "vs static", "queue h",
+                "frag", "used", "remakes", "multi"]
+        body = [[str(row["allocation"]), f"{row['makespan_s'] / 3600:.1f}",
+                 f"{row['makespan_vs_static']:+.1%}", f"{row['mean_jct_s'] / 3600:.2f}",
+                 f"{row['jct_vs_static']:+.1%}", f"{row['mean_queue_s'] / 3600:.2f}",
+                 f"{row['fragmented']:.1%}", f"{row['used']:.1%}",
+                 str(row["reconfigurations"]), str(row["multi_instance_jobs"])] for row in rows]
+        console.print(*fitted_tables(
+            head, body, console.width, title="Training jobs on MIG", left=("allocation",),
+            caption="vs static: below static one-to-one's (positive: better); frag: slices "
+                    "idle while jobs wait; multi: jobs on several instances"))
     if out is not None:
         page = HtmlTable(list(rows[0]), [[str(v) for v in row.values()] for row in rows],
                           caption="Times in seconds; fragmented and used: time-weighted "
