@@ -48,9 +48,9 @@ class FgdPolicy(PlacementPolicy):
             self._models[key] = FragModel(self.typical, state.cluster)
         return self._models[key]
 
-    def score(
-        self, state: ClusterState, shape: PodShape, nodes: IntArray, rng: np.random.Generator
-    ) -> Scores:
+    def gain(self, state: ClusterState, shape: PodShape, nodes: IntArray) -> FloatArray:
+        """F_n - F'_n in milli-GPUs: per candidate GPU (nodes x GPUs) for a fractional pod,
+        meaningless where it does not fit; per node (nodes x 1) for any other pod."""
         fm = self.model(state)
         free = state.gpu_free[nodes]
         cpu = state.cpu_free[nodes]
@@ -71,14 +71,23 @@ class FgdPolicy(PlacementPolicy):
             idle_after = np.broadcast_to((idle - m)[:, None], free.shape)
             cpu_b = np.broadcast_to(cpu_after[:, None], free.shape)
             after = fm.combine(fit_after, small_after, idle_after, cpu_b, nodes)
-            per_gpu = _sigmoid_score(before[:, None] - after)
-            per_gpu = np.where(free >= m, per_gpu, -1)
-            gpu: IntArray = per_gpu.argmax(axis=1)
-            return Scores(per_gpu[np.arange(len(nodes)), gpu], gpu)
+            per_gpu: FloatArray = before[:, None] - after
+            return per_gpu
         free_after = free
         if shape.num_gpu:
             whole = free == MILLI_PER_GPU
             taken = whole & (np.cumsum(whole, axis=1) <= shape.num_gpu)
             free_after = np.where(taken, 0, free)
-        after = fm.node_frag(free_after, cpu_after, nodes)
-        return Scores(_sigmoid_score(before - after), np.full(len(nodes), -1, np.int64))
+        per_node: FloatArray = (before - fm.node_frag(free_after, cpu_after, nodes))[:, None]
+        return per_node
+
+    def score(
+        self, state: ClusterState, shape: PodShape, nodes: IntArray, rng: np.random.Generator
+    ) -> Scores:
+        delta = self.gain(state, shape, nodes)
+        if shape.fractional:
+            per_gpu = _sigmoid_score(delta)
+            per_gpu = np.where(state.gpu_free[nodes] >= shape.gpu_milli, per_gpu, -1)
+            gpu: IntArray = per_gpu.argmax(axis=1)
+            return Scores(per_gpu[np.arange(len(nodes)), gpu], gpu)
+        return Scores(_sigmoid_score(delta[:, 0]), np.full(len(nodes), -1, np.int64))
