@@ -31,11 +31,12 @@ def scores(
 
 def test_registry_names_and_unknown() -> None:
     assert set(PLACEMENT.names()) == {
-        "random", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "fgd"
+        "random", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "fgd",
+        "cotenant-pack",
     }
     assert PLACEMENT.canonical("BestFit") == "best-fit"
     assert PLACEMENT.canonical("dotprod") == "dot-product"
-    with pytest.raises(UnknownNameError, match="valid: best-fit, dot-product, fgd"):
+    with pytest.raises(UnknownNameError, match="valid: best-fit, cotenant-pack, dot-product, fgd"):
         PLACEMENT.canonical("first-fit")
 
 

@@ -1,10 +1,10 @@
 """Placement policies, registered by name in :data:`PLACEMENT`.
 
 Importing this package registers the built-in policies: random, best-fit, dot-product,
-gpu-packing, gpu-clustering and fgd.
+gpu-packing, gpu-clustering, fgd and cotenant-pack.
 """
 
-from cotenant.policies.placement import fgd, fit, packing, random_
+from cotenant.policies.placement import fgd, fit, pack, packing, random_
 from cotenant.policies.placement.base import PlacementPolicy, Scores, select_node
 from cotenant.policies.placement.registry import PLACEMENT
 
@@ -14,6 +14,7 @@ __all__ = [
     "Scores",
     "fgd",
     "fit",
+    "pack",
     "packing",
     "random_",
     "select_node",
