@@ -10,7 +10,9 @@ import typer
 from cotenant.cli.checks import dir_option, once_each
 from cotenant.policies.placement import PLACEMENT
 
-DEFAULT_POLICIES = ["random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd"]
+DEFAULT_POLICIES = [
+    "random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd", "cotenant-pack"
+]
 MAX_SYNTHETIC = 1_000_000  # pods or nodes drawn: over 100x openb's 8,152 pods and 1,213 nodes
 
 PodsOpt = Annotated[
@@ -26,7 +28,7 @@ OutOpt = Annotated[
 ]
 PolicyOpt = Annotated[
     list[str] | None,
-    typer.Option("--policy", "-p", help="placement policy, repeatable (default: all six)"),
+    typer.Option("--policy", "-p", help="placement policy, repeatable (default: all seven)"),
 ]
 ParamsOpt = Annotated[
     Path | None, typer.Option("--params", help="fitted synthetic parameters (JSON)")

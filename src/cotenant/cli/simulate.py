@@ -4,6 +4,7 @@ online/offline co-location simulation."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Annotated
 
@@ -28,12 +29,21 @@ from cotenant.report.html import Figure, HtmlTable, render_report
 from cotenant.report.output import ReportDir
 from cotenant.report.plots import allocation_plot, fragmentation_plot
 from cotenant.report.tables import (
+    bound_caption,
     headers,
     summary_caption,
     summary_rows,
     summary_tables,
 )
-from cotenant.sim.experiment import run_matrix, summarise
+from cotenant.sim.bound import (
+    DEFAULT_TIME_LIMIT,
+    BoundPoint,
+    BoundSummary,
+    gap_to_bound,
+    run_bounds,
+    summarise_bounds,
+)
+from cotenant.sim.experiment import PolicySummary, run_matrix, summarise
 from cotenant.sim.fragmentation import FragmentationConfig, FragmentationRun, check_gpu_demand
 from cotenant.traces.source import load_workload
 
@@ -72,13 +82,24 @@ def fragmentation(
     params: ParamsOpt = None,
     synthetic_pods: Annotated[int | None, typer.Option(min=1, max=MAX_SYNTHETIC)] = None,
     synthetic_nodes: Annotated[int | None, typer.Option(min=1, max=MAX_SYNTHETIC)] = None,
+    bound: Annotated[bool, typer.Option(
+        "--bound", help="also the offline optimum of the arrived pods, and each policy's gap "
+        "to it")] = False,
+    bound_at: Annotated[list[int] | None, typer.Option(
+        "--bound-at", help="demand (%) for another optimum on the plot, repeatable "
+        "(implies --bound)")] = None,
+    bound_time_limit: Annotated[float, typer.Option(
+        min=0.1, callback=finite, help="seconds per optimum before HiGHS answers with its "
+        "best bound")] = DEFAULT_TIME_LIMIT,
     json_out: JsonOpt = False,
     out: OutOpt = None,
 ) -> None:
     """The ATC'23 fragmentation experiment: GPUs allocated as arrived demand grows.
 
-    With no options it runs the six policies over ten seeds on the embedded synthetic
-    workload fitted to Alibaba's openb trace.
+    With no options it runs the seven policies over ten seeds on the embedded synthetic
+    workload fitted to Alibaba's openb trace. With --bound it also computes, per seed, the
+    most any placement of the pods arrived by the report point could allocate (a proven
+    upper bound, and whether a placement reaches it).
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -93,6 +114,10 @@ def fragmentation(
     max_pct = round(demand * 100)
     if not 0 <= report_at <= max_pct:
         raise InputError("--report-at", f"{report_at} must be within 0..{max_pct} (--demand)")
+    for at in bound_at or ():
+        if not 0 <= at <= max_pct:
+            raise InputError("--bound-at", f"{at} must be within 0..{max_pct} (--demand)")
+    bound_points = sorted({report_at, *(bound_at or ())}) if bound or bound_at else []
     check_gpu_demand(workload.pods)  # before the progress bar, so the error is one line
     config = FragmentationConfig(demand_multiple=demand)
     seed_list = list(range(seed_start, seed_start + seeds))
@@ -110,7 +135,20 @@ def fragmentation(
             workload.cluster, workload.pods, names, seed_list, config,
             workers=workers, on_done=done,
         )
+        optima: list[BoundPoint] = []
+        if bound_points:
+            task = progress.add_task("offline optimum", total=len(seed_list) * len(bound_points))
+
+            def solved(point: BoundPoint) -> None:
+                progress.update(task, advance=1, description=f"optimum seed {point.seed} "
+                                f"at {point.percent}%")
+
+            optima = run_bounds(workload.cluster, workload.pods, seed_list, bound_points,
+                                config, time_limit=bound_time_limit, workers=workers,
+                                on_done=solved)
     summary = summarise(runs, report_at)
+    bounds = summarise_bounds(optima)
+    at_report = next((b for b in bounds if b.percent == report_at), None)
     settings = {
         "workload": workload.description,
         "nodes": workload.cluster.size,
@@ -120,27 +158,28 @@ def fragmentation(
         "demand multiple": demand,
         "report at (% demand)": report_at,
     }
+    data = _document(settings, summary, bounds, at_report)
     if json_out:
-        typer.echo(
-            json.dumps(
-                {"settings": settings, "policies": [s.as_dict() for s in summary]}, indent=2
-            )
-        )
+        typer.echo(json.dumps(data, indent=2))
     else:
         console = Console()
         console.print(workload.description)
         console.print(*summary_tables(summary, report_at, "Fragmentation experiment",
-                                      console.width))
+                                      console.width, at_report))
     if out is not None:
-        data = {"settings": settings, "policies": [s.as_dict() for s in summary]}
-        table = HtmlTable(headers(report_at), summary_rows(summary),
-                          caption=summary_caption(report_at))
+        caption = summary_caption(report_at)
+        if at_report is not None:
+            caption += "; " + bound_caption(at_report)
+        table = HtmlTable(headers(report_at, at_report is not None),
+                          summary_rows(summary, at_report), caption=caption)
         with ReportDir(out) as report:
             figures = [
                 Figure(report.save("allocation.png", lambda p: allocation_plot(
-                    runs, p, "GPU allocation as the cluster fills")),
+                    runs, p, "GPU allocation as the cluster fills", bounds)),
                     "Share of the cluster's GPU capacity allocated as the arrived GPU demand "
-                    "grows; the dotted line is every arriving pod placed."),
+                    "grows; the dotted line is every arriving pod placed"
+                    + ("; stars: the offline optimum's upper bound, mean over seeds."
+                       if bounds else ".")),
                 Figure(report.save("fragmentation.png", lambda p: fragmentation_plot(
                     runs, p, "Fragmentation")),
                     "Free GPU capacity that the workload's typical pods could not use (FGD's "
@@ -151,3 +190,21 @@ def fragmentation(
                 "cotenant: fragmentation experiment", settings, [table], figures))
         Console(stderr=True).print(f"report: {out / 'index.html'}")
 
+
+
+def _document(
+    settings: dict[str, object], summary: list[PolicySummary], bounds: list[BoundSummary],
+    at_report: BoundSummary | None,
+) -> dict[str, object]:
+    """The JSON summary: settings, policies (with their gap to the optimum) and optima."""
+    policies = []
+    for s in summary:
+        row = s.as_dict()
+        if at_report is not None:
+            gap = gap_to_bound(s, at_report)
+            row["gap_to_optimum_points"] = round(gap, 3) if math.isfinite(gap) else None
+        policies.append(row)
+    document: dict[str, object] = {"settings": settings, "policies": policies}
+    if bounds:
+        document["offline_optimum"] = [b.as_dict() for b in bounds]
+    return document

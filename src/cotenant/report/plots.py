@@ -26,6 +26,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from cotenant.sim.bound import BoundSummary
 from cotenant.sim.fragmentation import FragmentationRun
 from cotenant.sim.replay import ReplayRun
 
@@ -61,13 +62,24 @@ def mean_curve(runs: Sequence[FragmentationRun]) -> tuple[np.ndarray, np.ndarray
     return np.arange(top + 1), mean
 
 
-def allocation_plot(runs: Sequence[FragmentationRun], path: Path, title: str) -> Path:
+def allocation_plot(
+    runs: Sequence[FragmentationRun], path: Path, title: str,
+    bounds: Sequence[BoundSummary] = (),
+) -> Path:
+    """Mean allocation curves; with ``bounds``, the offline optimum (upper bound, mean over
+    seeds) as stars at its demand points."""
     fig, (full, zoom) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
     for policy, mine in _by_policy(runs).items():
         xs, ys = mean_curve(mine)
         full.plot(xs, ys, label=policy)
         keep = xs >= 80
         zoom.plot(xs[keep], ys[keep], label=policy)
+    shown = [b for b in bounds if np.isfinite(b.upper_mean)]
+    for ax, lo in ((full, 0), (zoom, 80)):
+        points = [b for b in shown if b.percent >= lo]
+        if points:
+            ax.plot([b.percent for b in points], [b.upper_mean for b in points], "k*",
+                    markersize=9, label="offline optimum (upper bound)")
     full.plot([0, 100], [0, 100], color="grey", linestyle=":", linewidth=0.8,
               label="every arriving pod placed")
     for ax in (full, zoom):

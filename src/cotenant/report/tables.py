@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from rich import box
 from rich.table import Table
 
+from cotenant.sim.bound import BoundSummary, gap_to_bound
 from cotenant.sim.experiment import PolicySummary
 
 HEADERS = (
@@ -29,8 +30,11 @@ HEADERS = (
 )
 
 
-def summary_rows(summary: Sequence[PolicySummary]) -> list[list[str]]:
-    return [
+def summary_rows(
+    summary: Sequence[PolicySummary], bound: BoundSummary | None = None
+) -> list[list[str]]:
+    """One row per policy; with ``bound``, a gap column and a last row for the optimum."""
+    rows = [
         [
             s.policy,
             str(s.seeds),
@@ -39,6 +43,13 @@ def summary_rows(summary: Sequence[PolicySummary]) -> list[list[str]]:
         ]
         for s in summary
     ]
+    if bound is None:
+        return rows
+    for row, s in zip(rows, summary, strict=True):
+        row.append(fixed(gap_to_bound(s, bound), 2))
+    rows.append([f"offline optimum ({bound.kind})", str(bound.seeds),
+                 fixed(bound.upper_mean, 2), "", "", "", "", ""])
+    return rows
 
 
 def counts(mapping: Mapping[str, object]) -> str:
@@ -110,8 +121,19 @@ def fitted_tables(
     return tables
 
 
-def headers(at_percent: int) -> list[str]:
-    return [h.format(at=at_percent) for h in HEADERS]
+def headers(at_percent: int, bound: bool = False) -> list[str]:
+    gap = ("gap to optimum",) if bound else ()
+    return [h.format(at=at_percent) for h in (*HEADERS, *gap)]
+
+
+def bound_caption(bound: BoundSummary) -> str:
+    """What the optimum row and the gap column mean."""
+    how = (f"a placement reaches it on {bound.exact} of {bound.seeds} seeds"
+           if bound.exact < bound.seeds else "a placement reaches it on every seed")
+    plan = "" if bound.exact == bound.seeds else f" (placements: {fixed(bound.plan_mean, 2)})"
+    return (f"offline optimum: no placement of the pods arrived by then allocates more (a "
+            f"proven upper bound, mean over seeds{plan}; {how}); gap to optimum: optimum - "
+            "alloc., in points")
 
 
 def summary_caption(at_percent: int) -> str:
@@ -122,16 +144,22 @@ def summary_caption(at_percent: int) -> str:
 
 
 def summary_tables(summary: Sequence[PolicySummary], at_percent: int, title: str,
-                   width: int) -> list[Table]:
-    """The fragmentation summary for a console ``width`` wide, the best policy in green."""
+                   width: int, bound: BoundSummary | None = None) -> list[Table]:
+    """The fragmentation summary for a console ``width`` wide, the best policy in green;
+    with ``bound``, each policy's gap to the offline optimum and a row for it."""
     best = max((s.alloc_mean for s in summary if s.reached), default=0.0)
     caption = summary_caption(at_percent)
     if not all(s.reached for s in summary):
         caption += (f"; n/a: no pod arrived within 1% of {at_percent}% demand (pods large "
                     "against the cluster jump past it): try another --report-at")
+    styles: list[str | None] = ["bold green" if s.alloc_mean == best else None
+                                for s in summary]
+    if bound is not None:
+        caption += "; " + bound_caption(bound)
+        styles.append("dim")
     return fitted_tables(
-        headers(at_percent), summary_rows(summary), width, title=title, caption=caption,
-        styles=["bold green" if s.alloc_mean == best else None for s in summary],
+        headers(at_percent, bound is not None), summary_rows(summary, bound), width,
+        title=title, caption=caption, styles=styles,
     )
 
 

@@ -101,6 +101,17 @@ class FragmentationRun:
         return int(self.failed.sum())
 
 
+def point_window(arrived_milli: IntArray, capacity_milli: int, percent: int) -> IntArray:
+    """Indices of the arrivals whose allocations :meth:`FragmentationRun.curve` averages at
+    ``percent``: those whose arrived demand rounds to it, else those rounding to its
+    neighbours; empty when there are none."""
+    arrive = np.rint(100.0 * arrived_milli / capacity_milli).astype(np.int64)
+    window: IntArray = np.flatnonzero(arrive == percent)
+    if window.size == 0:
+        window = np.flatnonzero(np.abs(arrive - percent) <= 1)
+    return window
+
+
 def check_gpu_demand(pods: Sequence[Pod]) -> None:
     """An error unless some pod asks for a GPU: arrivals go on until GPU demand reaches its
     target, which pods without GPUs never do."""

@@ -12,7 +12,9 @@ from cotenant.cli.main import main
 from cotenant.traces.openb import load_nodes, load_pods
 from cotenant.traces.synthetic import fit_openb, load_params
 
-SIX = {"random", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "fgd"}
+SEVEN = {
+    "random", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "fgd", "cotenant-pack"
+}
 
 PODS = (
     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
@@ -58,11 +60,11 @@ def assert_one_error_line(err: str) -> str:
 # --- small commands ------------------------------------------------------------------------------
 
 
-def test_policies_lists_the_six(capsys: pytest.CaptureFixture[str]) -> None:
+def test_policies_lists_the_seven(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "policies")
     assert code == 0
-    assert set(out.split()) == SIX
-    assert len(out.split()) == 6
+    assert set(out.split()) == SEVEN
+    assert len(out.split()) == 7
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -77,7 +79,7 @@ def test_unknown_policy_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert out == ""
     line = assert_one_error_line(err)
     assert "'nope'" in line
-    for name in SIX:
+    for name in SEVEN:
         assert name in line
 
 
@@ -203,7 +205,7 @@ def test_mig_profiles_a100(capsys: pytest.CaptureFixture[str]) -> None:
 SMALL = ("--synthetic-pods", "300", "--synthetic-nodes", "20", "--seeds", "2", "--workers", "1")
 
 
-def test_simulate_json_has_all_six(capsys: pytest.CaptureFixture[str]) -> None:
+def test_simulate_json_has_all_seven(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "simulate", *SMALL, "--json")
     assert code == 0
     data = json.loads(out)
@@ -211,8 +213,8 @@ def test_simulate_json_has_all_six(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["settings"]["pods"] == 300
     assert data["settings"]["seeds"] == "42..43"
     policies = data["policies"]
-    assert {p["policy"] for p in policies} == SIX
-    assert len(policies) == 6
+    assert {p["policy"] for p in policies} == SEVEN
+    assert len(policies) == 7
     for p in policies:
         assert 0.0 < p["alloc_percent_mean"] <= 100.0, p
         assert p["seeds"] == 2
