@@ -248,6 +248,43 @@ def test_simulate_out_creates_missing_directory(
     assert (rep / "index.html").is_file()
 
 
+def test_simulate_bound_gives_each_policy_its_gap(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rep = tmp_path / "rep"
+    code, out, _ = run(capsys, "simulate", *SMALL, "--json", "-p", "fgd", "-p", "random",
+                       "--bound", "--bound-at", "50", "--out", str(rep))
+    assert code == 0
+    data = json.loads(out)
+    optima = {b["percent"]: b for b in data["offline_optimum"]}
+    assert sorted(optima) == [50, 100]
+    at100 = optima[100]
+    assert at100["seeds"] == 2
+    assert at100["kind"] in ("exact", "bound")
+    assert at100["plan_percent_mean"] <= at100["upper_percent_mean"] <= 100.0
+    for p in data["policies"]:
+        assert p["gap_to_optimum_points"] == pytest.approx(
+            at100["upper_percent_mean"] - p["alloc_percent_mean"], abs=2e-3)
+        assert p["gap_to_optimum_points"] >= 0.0
+    assert "offline optimum" in (rep / "index.html").read_text()
+
+
+def test_simulate_table_shows_the_optimum(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "simulate", *SMALL, "-p", "fgd", "--bound")
+    assert code == 0
+    assert "offline optimum" in out
+    assert "gap@100" in out
+
+
+def test_simulate_bound_at_outside_the_run_is_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(capsys, "simulate", *SMALL, "--bound-at", "200")
+    assert code == 2
+    assert out == ""
+    assert "--bound-at" in assert_one_error_line(err)
+
+
 def test_replay_writes_report(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     rep = tmp_path / "rep"
     rep.mkdir()

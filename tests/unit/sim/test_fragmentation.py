@@ -22,7 +22,9 @@ from cotenant.traces.openb import load_nodes, load_pods
 from tests.conftest import GOLDEN
 from tests.strategies import clusters, pod_shapes
 
-POLICIES = ["random", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "fgd"]
+POLICIES = [
+    "random", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "fgd", "cotenant-pack"
+]
 
 
 def test_arrival_order_inflates_to_target(synthetic_workload: tuple[Cluster, list[Pod]]) -> None:

@@ -65,8 +65,11 @@ class PatternPrices:
 
     def reduced_cost(self, free: IntArray, milli: int) -> FloatArray:
         """For each GPU with ``free`` milli (any array shape), the reduced cost of placing a
-        pod of ``milli`` on it; meaningless where it does not fit."""
-        return self.value(free) - self.value(np.maximum(free - milli, 0)) - self.size_price(milli)
+        pod of ``milli`` on it; meaningless where it does not fit. Rounded to 1e-9 of a GPU,
+        so that a float's last bit never decides between two placements."""
+        cost = self.value(free) - self.value(np.maximum(free - milli, 0)) - self.size_price(milli)
+        out: FloatArray = np.round(cost, 9)
+        return out
 
 
 def _duals(sizes: list[int], weight: list[float], quantum: int) -> dict[int, float]:
