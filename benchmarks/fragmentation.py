@@ -1,11 +1,15 @@
-"""Benchmark: the ATC'23 fragmentation experiment on the openb traces (6 policies x 10 seeds).
+"""Benchmark: the ATC'23 fragmentation experiment on the openb traces (the six published
+policies and cotenant-pack x 10 seeds), optionally beside the offline optimum.
 
 Reports, per trace, each policy's mean GPU allocation (%) at 100% arrived demand with the
 published figure beside it, the wall time of the whole matrix and the peak resident memory of
-the parent and worker processes. Needs ``../shared/data/alibaba-gpu-v2023``.
+the parent and worker processes; with ``--bound``, the offline optimum per seed (proven upper
+bound, checked placement, seconds) and each policy's gap to it. Needs
+``../shared/data/alibaba-gpu-v2023`` (or ``--data``).
 
     .venv/bin/python benchmarks/fragmentation.py                  # default trace
     .venv/bin/python benchmarks/fragmentation.py --traces all     # every variant in shared/
+    .venv/bin/python benchmarks/fragmentation.py --traces all --bound --json out.json
 """
 
 from __future__ import annotations
@@ -18,12 +22,16 @@ import resource
 import time
 from pathlib import Path
 
+import numpy as np
+
 from cotenant.model.cluster import Cluster
+from cotenant.sim.bound import run_bounds, summarise_bounds
 from cotenant.sim.experiment import run_matrix, summarise
 from cotenant.traces.openb import load_nodes, load_pods
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "alibaba-gpu-v2023"
-POLICIES = ["random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd"]
+POLICIES = ["random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd",
+            "cotenant-pack"]
 # Published: hkust-adsl/kubernetes-scheduler-simulator, expected_results, mean of 10 seeds.
 PUBLISHED = {
     "default": [86.30, 90.62, 91.65, 91.78, 92.86, 95.23],
@@ -38,6 +46,7 @@ PUBLISHED = {
     "gpuspec10": [86.26, 90.17, 91.96, 92.24, 93.10, 94.66],
     "gpuspec20": [85.90, 88.29, 89.11, 89.28, 88.46, 94.66],
 }
+TRACES = [*PUBLISHED, "gpushare20"]  # gpushare20 is in shared/ without a published result
 
 
 def peak_rss_mib() -> tuple[float, float]:
@@ -52,33 +61,65 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--json", type=Path, help="write results here")
+    parser.add_argument("--data", type=Path, default=DATA, help="the openb trace directory")
+    parser.add_argument("--bound", action="store_true", help="also the offline optimum")
+    parser.add_argument("--bound-time-limit", type=float, default=10.0)
+    parser.add_argument("--policies", help="comma list (default: all seven)")
     args = parser.parse_args()
-    names = list(PUBLISHED) if args.traces == "all" else args.traces.split(",")
-    cluster = Cluster(load_nodes(DATA / "openb_node_list_gpu_node.csv"))
+    names = TRACES if args.traces == "all" else args.traces.split(",")
+    policies = args.policies.split(",") if args.policies else POLICIES
+    cluster = Cluster(load_nodes(args.data / "openb_node_list_gpu_node.csv"))
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs, python {platform.python_version()}, workers={args.workers}")
     results = {}
+    seeds = range(42, 42 + args.seeds)
     for name in names:
-        pods = load_pods(DATA / f"openb_pod_list_{name}.csv")
+        pods = load_pods(args.data / f"openb_pod_list_{name}.csv")
         start = time.perf_counter()
-        runs = run_matrix(cluster, pods, POLICIES, range(42, 42 + args.seeds),
-                          workers=args.workers)
+        runs = run_matrix(cluster, pods, policies, seeds, workers=args.workers)
         wall = time.perf_counter() - start
         summary = summarise(runs)
-        published = PUBLISHED.get(name, [float("nan")] * len(POLICIES))
+        published = dict(zip(POLICIES, PUBLISHED.get(name, []), strict=False))
         own, children = peak_rss_mib()
         print(f"\n## {name}: {len(runs)} runs in {wall:.1f} s wall; peak RSS parent "
               f"{own:.0f} MiB, largest worker {children:.0f} MiB")
-        print("| policy | alloc % at 100% demand | std | published | diff | at 130% |")
-        print("|---|---|---|---|---|---|")
+        entry: dict[str, object] = {"wall_s": round(wall, 2)}
+        gaps: dict[str, float] = {}
+        if args.bound:
+            start = time.perf_counter()
+            points = run_bounds(cluster, pods, seeds, [100], time_limit=args.bound_time_limit,
+                                workers=args.workers)
+            bound_wall = time.perf_counter() - start
+            bound, = summarise_bounds(points)
+            gaps = {s.policy: bound.upper_mean - s.alloc_mean for s in summary}
+            print(f"offline optimum at 100%: upper bound {bound.upper_mean:.2f}, placement "
+                  f"{bound.plan_mean:.2f} (exact on {bound.exact} of {bound.seeds} seeds, "
+                  f"relaxation solved on {bound.solved}); {bound.seconds_mean:.1f} s per seed, "
+                  f"{bound_wall:.1f} s wall")
+            print("per seed (upper/placement): " + ", ".join(
+                f"{p.seed}: {p.upper_percent:.2f}/{p.plan_percent:.2f}" for p in points))
+            entry["bound"] = {**bound.as_dict(), "wall_s": round(bound_wall, 2), "per_seed": [
+                {"seed": p.seed, "upper_percent": round(p.upper_percent, 3),
+                 "plan_percent": round(p.plan_percent, 3), "kind": p.kind,
+                 "seconds": round(p.seconds, 2)} for p in points]}
+        print("| policy | alloc % at 100% demand | std | published | diff | at 130% | gap |")
+        print("|---|---|---|---|---|---|---|")
         rows = []
-        for s, pub in zip(summary, published, strict=True):
-            print(f"| {s.policy} | {s.alloc_mean:.2f} | {s.alloc_std:.2f} | {pub:.2f} | "
-                  f"{s.alloc_mean - pub:+.2f} | {s.alloc_final:.2f} |")
-            rows.append({**s.as_dict(), "published": pub})
-        results[name] = {"wall_s": round(wall, 2), "policies": rows}
+        for s in summary:
+            pub = published.get(s.policy, float("nan"))
+            gap = gaps.get(s.policy, float("nan"))
+            print(f"| {s.policy} | {s.alloc_mean:.2f} | {s.alloc_std:.2f} | {_fmt(pub)} | "
+                  f"{_fmt(s.alloc_mean - pub, '+.2f')} | {s.alloc_final:.2f} | {_fmt(gap)} |")
+            rows.append({**s.as_dict(), "published": None if np.isnan(pub) else pub,
+                         "gap_to_optimum": None if np.isnan(gap) else round(gap, 3)})
+        entry["policies"] = rows
+        results[name] = entry
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
+
+
+def _fmt(value: float, spec: str = ".2f") -> str:
+    return "n/a" if np.isnan(value) else format(value, spec)
 
 
 if __name__ == "__main__":

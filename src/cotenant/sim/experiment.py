@@ -105,6 +105,11 @@ def frag_at(run: FragmentationRun, percent: int) -> float:
     return 100.0 * float(run.frag_milli[i]) / run.capacity_milli
 
 
+def _costly(policy: str) -> bool:
+    """Whether a policy declares itself costly per node (:attr:`dedupe_states`)."""
+    return bool(getattr(PLACEMENT.get(policy), "dedupe_states", False))
+
+
 def run_matrix(
     cluster: Cluster,
     pods: Sequence[Pod],
@@ -131,7 +136,9 @@ def run_matrix(
         with ProcessPoolExecutor(
             workers, initializer=_init_worker, initargs=(cluster, pods, config)
         ) as pool:
-            futures = {pool.submit(_run_one, p, s): (p, s) for p, s in jobs}
+            # the costly policies first, so the last jobs to finish are short ones
+            costly = sorted(jobs, key=lambda job: not _costly(job[0]))
+            futures = {pool.submit(_run_one, p, s): (p, s) for p, s in costly}
             for future in as_completed(futures):
                 run = future.result()
                 results[futures[future]] = run

@@ -75,6 +75,17 @@ class CotenantPackPolicy(PlacementPolicy):
                 restricted[s.gpu_spec] += s.gpu_milli_total
         self.restricted = {spec: n / milli for spec, n in restricted.items()}
         self._pressure: dict[int, FloatArray] = {}
+        self._cost: dict[int, FloatArray] = {}
+
+    def packing_cost(self, free: IntArray, milli: int) -> FloatArray:
+        """:meth:`PatternPrices.reduced_cost` of a pod of ``milli``, looked up per free milli
+        (a table of 1001 entries per pod size, built on first use)."""
+        table = self._cost.get(milli)
+        if table is None:
+            table = self.prices.reduced_cost(np.arange(MILLI_PER_GPU + 1), milli)
+            self._cost[milli] = table
+        out: FloatArray = table[free]
+        return out
 
     def pressure(self, cluster: Cluster) -> FloatArray:
         """Per node: the share of its GPU model's GPUs that restricted pods will need."""
@@ -122,7 +133,7 @@ class CotenantPackPolicy(PlacementPolicy):
             total = np.floor(points[:, 0]).astype(np.int64) * TIE
             return Scores(total, np.full(len(nodes), -1, np.int64))
         milli = shape.gpu_milli
-        points = points - PACKING_POINTS * self.prices.reduced_cost(free, milli)
+        points = points - PACKING_POINTS * self.packing_cost(free, milli)
         fits = free >= milli
         per_gpu = np.floor(points).astype(np.int64) * TIE + np.where(fits, MILLI_PER_GPU - (
             free - milli), 0)
