@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,11 +44,21 @@ from cotenant.policies.placement.frag import FloatArray
 from cotenant.policies.placement.prices import PatternPrices
 from cotenant.policies.placement.registry import PLACEMENT
 
-FGD_POINTS = 25.0  # per GPU of fragmentation avoided
-PACKING_POINTS = 1000.0  # per GPU share of reduced cost
-STRANDED_POINTS = 100.0  # per GPU stranded
-PRESSURE_POINTS = 10.0  # per GPU on a model that restricted pods fully need
 TIE = MILLI_PER_GPU + 1  # points are scaled by this, so the GPU's free milli breaks ties
+
+
+@dataclass(frozen=True)
+class PackWeights:
+    """Points per unit of each term (see the module docstring); 0 switches a term off."""
+
+    gain: float = 25.0
+    """Per GPU of FGD fragmentation avoided."""
+    packing: float = 1000.0
+    """Per GPU share of reduced cost."""
+    stranded: float = 100.0
+    """Per GPU left without CPU or memory."""
+    pressure: float = 10.0
+    """Per GPU placed on a model that restricted pods are expected to need in full."""
 
 
 @PLACEMENT.register("cotenant-pack", aliases=("cotenant", "pack"))
@@ -57,7 +68,13 @@ class CotenantPackPolicy(PlacementPolicy):
     name = "cotenant-pack"
     dedupe_states = True
 
-    def __init__(self, workload: Sequence[PodShape] = (), coverage: float = 0.95) -> None:
+    def __init__(
+        self,
+        workload: Sequence[PodShape] = (),
+        coverage: float = 0.95,
+        weights: PackWeights = PackWeights(),
+    ) -> None:
+        self.weights = weights
         self.fgd = FgdPolicy(workload, coverage)
         typical = self.fgd.typical
         freq: dict[int, float] = {}
@@ -123,17 +140,18 @@ class CotenantPackPolicy(PlacementPolicy):
         cpu, mem = state.cpu_free[nodes], state.mem_free[nodes]
         demand = shape.gpu_milli_total
         stranded = self.stranded(idle - demand, cpu - shape.cpu_milli, mem - shape.memory_mib)
+        w = self.weights
         node_points = (
-            -STRANDED_POINTS * (stranded - self.stranded(idle, cpu, mem))
-            - PRESSURE_POINTS * self.pressure(state.cluster)[nodes] * demand / MILLI_PER_GPU
+            -w.stranded * (stranded - self.stranded(idle, cpu, mem))
+            - w.pressure * self.pressure(state.cluster)[nodes] * demand / MILLI_PER_GPU
         )
-        points = FGD_POINTS * self.fgd.gain(state, shape, nodes) / MILLI_PER_GPU
+        points = w.gain * self.fgd.gain(state, shape, nodes) / MILLI_PER_GPU
         points = points + node_points[:, None]
         if not shape.fractional:
             total = np.floor(points[:, 0]).astype(np.int64) * TIE
             return Scores(total, np.full(len(nodes), -1, np.int64))
         milli = shape.gpu_milli
-        points = points - PACKING_POINTS * self.packing_cost(free, milli)
+        points = points - w.packing * self.packing_cost(free, milli)
         fits = free >= milli
         per_gpu = np.floor(points).astype(np.int64) * TIE + np.where(fits, MILLI_PER_GPU - (
             free - milli), 0)

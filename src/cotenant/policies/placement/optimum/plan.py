@@ -9,13 +9,14 @@ scratch for whoever doubts it.
 
 The items are multi-GPU pods and single GPUs (a whole-GPU pod, or the fractional pods one GPU
 of the solution shares). Multi-GPU pods go first, largest first, each on the node left with
-the fewest whole GPUs free (best fit, so whole nodes stay whole). Then single GPUs, those with
-a GPU-model restriction first and then by their larger share of CPU or memory (each against
-the cluster's per GPU), each on the node whose CPU and memory per free GPU exceed the item's
-the least: rich nodes stay for the items that need them, and a node the item would starve
-(less left per free GPU than it asks) is used only when no other is. Whatever did not fit, and
-then every arrived pod the solution left out, is tried once more, pod by pod, on the tightest
-GPU with room anywhere.
+the fewest whole GPUs free (best fit, so whole nodes stay whole) among those it does not
+starve. Then single GPUs, those with a GPU-model restriction first and then by their larger
+share of CPU or memory (each against what the items ask per GPU on average), each on the node
+whose CPU and memory per free GPU exceed the item's the least: rich nodes stay for the items
+that need them. A node the item would starve (less left per free GPU than it asks) is used
+only when every node would be, and then the one where the fewest other free GPUs lose the
+average CPU and memory per GPU. Whatever did not fit, and then every arrived pod the solution
+left out, is tried once more, pod by pod, on the tightest GPU with room anywhere.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from cotenant.model.cluster import (
     IntArray,
 )
 from cotenant.model.workload import MILLI_PER_GPU, PodShape
-from cotenant.policies.placement.optimum.relaxation import Relaxed
+from cotenant.policies.placement.optimum.relaxation import FloatArray, Relaxed
 
 Placement = tuple[int, Allocation]  # (index of the pod in the arrived list, where it went)
 
@@ -54,13 +55,14 @@ def realise(cluster: Cluster, shapes: Sequence[PodShape], relaxed: Relaxed) -> l
     """A checked placement of ``shapes`` following ``relaxed``; see the module docstring."""
     state = ClusterState(cluster)
     items, rest = _items(cluster, shapes, relaxed)
-    per_gpu = _per_gpu(cluster)
+    per_gpu = _per_gpu(items)
     items.sort(key=lambda it: (-it.gpus, it.allowed.all(),
                                -max(it.cpu / per_gpu[0], it.mem / per_gpu[1])))
     placed: list[Placement] = []
     left: list[int] = []
     for item in items:
-        where = _whole_node(state, item) if item.gpus > 1 else _single_gpu(state, item, per_gpu)
+        where = (_whole_node(state, item, per_gpu) if item.gpus > 1
+                 else _single_gpu(state, item, per_gpu))
         if where is None:
             left.extend(item.pods)
             continue
@@ -80,9 +82,12 @@ def realise(cluster: Cluster, shapes: Sequence[PodShape], relaxed: Relaxed) -> l
     return placed
 
 
-def _per_gpu(cluster: Cluster) -> tuple[float, float]:
-    gpus = max(cluster.total_gpus, 1)
-    return float(cluster.cpu.sum()) / gpus, float(cluster.memory.sum()) / gpus
+def _per_gpu(items: Sequence[_Item]) -> tuple[float, float]:
+    """The CPU and memory the items ask per GPU, on average (1 where they ask none)."""
+    gpus = max(sum(it.gpus for it in items), 1)
+    cpu = sum(it.cpu for it in items) / gpus
+    mem = sum(it.mem for it in items) / gpus
+    return cpu or 1.0, mem or 1.0
 
 
 def _items(
@@ -125,16 +130,32 @@ def _candidates(state: ClusterState, item: _Item) -> IntArray:
     return np.flatnonzero(ok)
 
 
-def _whole_node(state: ClusterState, item: _Item) -> tuple[int, tuple[int, ...]] | None:
-    """Best fit on free whole GPUs for an item of ``item.gpus`` whole GPUs."""
+def _whole_node(
+    state: ClusterState, item: _Item, per_gpu: tuple[float, float] = (1.0, 1.0)
+) -> tuple[int, tuple[int, ...]] | None:
+    """Best fit on free whole GPUs for an item of ``item.gpus`` whole GPUs, among the nodes
+    it leaves enough CPU and memory per free GPU for its own kind (see the module docstring)
+    where there are any."""
     nodes = _candidates(state, item)
     whole = (state.gpu_free[nodes] == MILLI_PER_GPU).sum(axis=1)
     nodes, whole = nodes[whole >= item.gpus], whole[whole >= item.gpus]
     if nodes.size == 0:
         return None
-    node = int(nodes[whole.argmin()])
+    _, starves = _surplus(state, nodes, whole, item, per_gpu)
+    node = int(nodes[np.lexsort((whole, starves))[0]])
     free = np.flatnonzero(state.gpu_free[node] == MILLI_PER_GPU)[: item.gpus]
     return node, tuple(int(g) for g in free)
+
+
+def _surplus(
+    state: ClusterState, nodes: IntArray, whole: IntArray, item: _Item,
+    per_gpu: tuple[float, float],
+) -> tuple[FloatArray, BoolArray]:
+    """Per node: how far its CPU and memory per free GPU exceed the item's per GPU (each in
+    units of the cluster's per GPU, summed), and whether either falls short."""
+    over_cpu = (state.cpu_free[nodes] / whole - item.cpu / item.gpus) / per_gpu[0]
+    over_mem = (state.mem_free[nodes] / whole - item.mem / item.gpus) / per_gpu[1]
+    return over_cpu + over_mem, (over_cpu < 0) | (over_mem < 0)
 
 
 def _single_gpu(
@@ -147,12 +168,24 @@ def _single_gpu(
     nodes, whole = nodes[whole > 0], whole[whole > 0]
     if nodes.size == 0:
         return None
-    over_cpu = (state.cpu_free[nodes] / whole - item.cpu) / per_gpu[0]
-    over_mem = (state.mem_free[nodes] / whole - item.mem) / per_gpu[1]
-    over = over_cpu + over_mem
-    key = np.where((over_cpu >= 0) & (over_mem >= 0), over, np.inf)
-    node = int(nodes[np.lexsort((whole, -over, key))[0]])
+    over, starves = _surplus(state, nodes, whole, item, per_gpu)
+    if starves.all():  # the node where the fewest other GPUs go without
+        cpu, mem = state.cpu_free[nodes], state.mem_free[nodes]
+        lost = (_stranded(whole - 1, cpu - item.cpu, mem - item.mem, per_gpu)
+                - _stranded(whole, cpu, mem, per_gpu))
+        node = int(nodes[np.lexsort((whole, lost))[0]])
+    else:
+        node = int(nodes[np.lexsort((whole, -over, np.where(starves, np.inf, over)))[0]])
     return node, (int(np.flatnonzero(state.gpu_free[node] == MILLI_PER_GPU)[0]),)
+
+
+def _stranded(
+    gpus: IntArray, cpu: IntArray, mem: IntArray, per_gpu: tuple[float, float]
+) -> FloatArray:
+    """Free GPUs that the CPU and memory left cannot serve at ``per_gpu`` each."""
+    out: FloatArray = np.maximum(0.0, np.maximum(gpus - cpu / per_gpu[0],
+                                                  gpus - mem / per_gpu[1]))
+    return out
 
 
 def _tightest_gpu(state: ClusterState, item: _Item) -> tuple[int, tuple[int, ...]] | None:
