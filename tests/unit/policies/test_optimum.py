@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from cotenant.errors import InfeasibleError
 from cotenant.model.cluster import AllocationError, Cluster, ClusterState
 from cotenant.model.gpu import CATALOG
 from cotenant.model.workload import MILLI_PER_GPU, Node, PodShape
@@ -146,3 +147,14 @@ def test_check_refuses_a_broken_placement() -> None:
         check(cluster, shapes, [(0, alloc), (1, alloc)])
     with pytest.raises(AllocationError, match="may not use"):
         check(cluster, shapes, [(2, alloc)])
+
+
+def test_must_place_bounds_the_placements_that_keep_those_pods() -> None:
+    """One GPU: the best leaves the 810 out for the whole pod; kept, the 810 costs 190."""
+    cluster = Cluster([Node("n0", 64_000, 64_000, 1, CATALOG.get("T4"))])
+    shapes = [PodShape(1_000, 1_000, 1, 810), PodShape(1_000, 1_000, 1, 1000)]
+    assert relax(cluster, shapes).upper_milli == 1000
+    kept = relax(cluster, shapes, must_place=lambda s: s.gpu_milli == 810)
+    assert kept.upper_milli == 810
+    with pytest.raises(InfeasibleError):
+        relax(cluster, shapes * 2, must_place=lambda s: s.gpu_milli == 810)

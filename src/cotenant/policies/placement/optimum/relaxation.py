@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -39,6 +39,7 @@ import numpy.typing as npt
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_array
 
+from cotenant.errors import InfeasibleError
 from cotenant.model.cluster import Cluster
 from cotenant.model.workload import MILLI_PER_GPU, PodShape
 from cotenant.policies.placement.arcflow import ArcFlowGraph, quantum_of
@@ -135,8 +136,16 @@ class _Rows:
         return LinearConstraint(a, np.array(self.lo), np.array(self.hi))
 
 
-def relax(cluster: Cluster, shapes: Sequence[PodShape], time_limit: float = 10.0) -> Relaxed:
-    """Solve the arc-flow program for the GPU pods among ``shapes`` on ``cluster``."""
+def relax(
+    cluster: Cluster,
+    shapes: Sequence[PodShape],
+    time_limit: float = 10.0,
+    must_place: Callable[[PodShape], bool] | None = None,
+) -> Relaxed:
+    """Solve the arc-flow program for the GPU pods among ``shapes`` on ``cluster``. With
+    ``must_place``, every pod it is true for must be placed: the bound is then on placements
+    that leave none of them out (for a question such as: how far can a policy go that places
+    every 810-milli pod that arrives?)."""
     counts = Counter(s for s in shapes if s.num_gpu)
     pools = pools_of(cluster, list(counts))
     quantum = quantum_of(s.gpu_milli for s in counts if s.fractional)
@@ -162,8 +171,9 @@ def relax(cluster: Cluster, shapes: Sequence[PodShape], time_limit: float = 10.0
     rows = _Rows()
     for shape, n in counts.items():
         cols = [c for (s, _), c in z_index.items() if s == shape]
-        if cols:
-            rows.add(cols, [1.0] * len(cols), 0.0, float(n))
+        least = float(n) if must_place is not None and must_place(shape) else 0.0
+        if cols or least:
+            rows.add(cols, [1.0] * len(cols), least, float(n))
     for p, pool in enumerate(pools):
         _pool_rows(rows, cluster, pool, p, quantum, z_index, arc_index[p], loss_index[p])
     n_vars = len(cost)
@@ -178,6 +188,8 @@ def relax(cluster: Cluster, shapes: Sequence[PodShape], time_limit: float = 10.0
             options={"time_limit": max(time_limit, 0.01), "mip_rel_gap": 0.0, "disp": False},
         )
     dual = getattr(res, "mip_dual_bound", None)
+    if res.status == 2:  # only where must_place asks for the impossible
+        raise InfeasibleError("no placement places every pod it must")
     if dual is None or not np.isfinite(dual):
         raise RuntimeError(f"HiGHS gave no bound: {res.message}")
     # the optimum is a multiple of the size grid; round the float bound to it (safe while
