@@ -68,12 +68,14 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="the openb trace directory")
     parser.add_argument("--bound", action="store_true", help="also the offline optimum")
     parser.add_argument("--bound-time-limit", type=float, default=10.0)
-    parser.add_argument("--policies", help="comma list (default: all seven)")
+    parser.add_argument("--policies", help="comma list (default: all seven; 'none': only the "
+                        "optimum)")
     parser.add_argument("--bound-keep", type=int, metavar="MILLI",
                         help="also the bound on placements that leave no pod of MILLI out")
     args = parser.parse_args()
     names = TRACES if args.traces == "all" else args.traces.split(",")
     policies = args.policies.split(",") if args.policies else POLICIES
+    policies = [] if policies == ["none"] else policies
     cluster = Cluster(load_nodes(args.data / "openb_node_list_gpu_node.csv"))
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs, python {platform.python_version()}, workers={args.workers}")

@@ -24,8 +24,8 @@ a pod (in points; the highest wins) adds one term for each:
 Ties go to the GPU left with the least free milli (best fit), then to the node's rank. Every
 term depends only on the node's state and the workload's shape frequencies (the same
 information FGD uses), so the policy is node local and online: it never sees a later arrival.
-The weights were chosen on the default openb trace with seeds other than those of the
-reported study (see the docs' placement page).
+The weights (:class:`PackWeights`) were chosen on the default openb trace; the docs' placement
+page says how.
 """
 
 from __future__ import annotations
@@ -132,18 +132,32 @@ class CotenantPackPolicy(PlacementPolicy):
         out: FloatArray = np.maximum(short, 0.0) / MILLI_PER_GPU
         return out
 
+    def stranding(self, state: ClusterState, shape: PodShape, nodes: IntArray) -> FloatArray:
+        """How many more GPUs (in GPUs) each node strands once it hosts ``shape``:
+        :meth:`stranded` after less before, written out for speed (max(I - a, I - b) is
+        I - min(a, b))."""
+        if not self.cpu_per_milli or not self.mem_per_milli:
+            return np.zeros(len(nodes))
+        idle = state.gpu_free[nodes].sum(axis=1)
+        cpu = state.cpu_free[nodes] / self.cpu_per_milli
+        mem = state.mem_free[nodes] / self.mem_per_milli
+        before = idle - np.minimum(cpu, mem)
+        after = (idle - shape.gpu_milli_total) - np.minimum(
+            cpu - shape.cpu_milli / self.cpu_per_milli,
+            mem - shape.memory_mib / self.mem_per_milli,
+        )
+        out: FloatArray = (np.maximum(after, 0.0) - np.maximum(before, 0.0)) / MILLI_PER_GPU
+        return out
+
     def score(
         self, state: ClusterState, shape: PodShape, nodes: IntArray, rng: np.random.Generator
     ) -> Scores:
         free = state.gpu_free[nodes]
-        idle = free.sum(axis=1)
-        cpu, mem = state.cpu_free[nodes], state.mem_free[nodes]
-        demand = shape.gpu_milli_total
-        stranded = self.stranded(idle - demand, cpu - shape.cpu_milli, mem - shape.memory_mib)
         w = self.weights
         node_points = (
-            -w.stranded * (stranded - self.stranded(idle, cpu, mem))
-            - w.pressure * self.pressure(state.cluster)[nodes] * demand / MILLI_PER_GPU
+            -w.stranded * self.stranding(state, shape, nodes)
+            - w.pressure * self.pressure(state.cluster)[nodes]
+            * (shape.gpu_milli_total / MILLI_PER_GPU)
         )
         points = w.gain * self.fgd.gain(state, shape, nodes) / MILLI_PER_GPU
         points = points + node_points[:, None]

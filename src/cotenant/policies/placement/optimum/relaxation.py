@@ -2,14 +2,10 @@
 integer program over GPU packings, solved by HiGHS.
 
 The cluster's GPUs are pooled by model (models that every pod's ``gpu_spec`` treats alike
-share a pool). Within a pool, each GPU that hosts fractional pods is one path from 0 to 1000
-milli in a graph whose arcs are the pods' milli sizes (Valério de Carvalho, "Exact solution of
-bin-packing problems using column generation and branch-and-bound", Annals of Operations
-Research 86, 1999): a path is a packing pattern, the flow on an arc counts the pods of that size
-packed at that offset, and only non-increasing sizes along a path are kept, so each pattern has
-one path. Its LP relaxation is as strong as Gilmore and Gomory's pattern formulation. Variables
-``z[t, p]`` count the pods of shape t placed in pool p. The program maximises the milli placed
-subject to
+share a pool). Within a pool, each GPU that hosts fractional pods is one path of the arc-flow
+graph of the pods' sizes (:mod:`..arcflow`), and the flow on an arc counts the pods of that
+size packed at that offset. Variables ``z[t, p]`` count the pods of shape t placed in pool p.
+The program maximises the milli placed subject to
 
 * per shape, at most the pods that arrived (``sum_p z[t, p] <= n_t``);
 * per pool and fractional size, no more pods than arcs of that size carry;
