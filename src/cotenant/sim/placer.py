@@ -15,6 +15,7 @@ distinct nodes. Results are identical to scoring every node every time; the test
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,24 @@ class _ShapeCache:
     score: IntArray
     gpu: IntArray
     spec_mask: BoolArray | None
+
+
+@functools.cache
+def _hash_weights(columns: int) -> IntArray:
+    weights: IntArray = np.random.default_rng(0).integers(1, 2**62, columns, dtype=np.int64)
+    return weights
+
+
+def _distinct_rows(key: IntArray) -> tuple[IntArray, IntArray]:
+    """Like ``np.unique(key, axis=0, return_index=True, return_inverse=True)[1:]``, but by a
+    hash of each row (a fixed random linear form, wrapping in int64), which is about 20 times
+    faster; where two different rows share a hash, the exact (sorting) way is taken."""
+    _, first, inverse = np.unique(key @ _hash_weights(key.shape[1]), return_index=True,
+                                  return_inverse=True)
+    inverse = inverse.ravel()
+    if not np.array_equal(key[first[inverse]], key):
+        _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    return first, inverse.ravel()
 
 
 class Placer:
@@ -135,11 +154,11 @@ class Placer:
                     state.kind_count[nodes],
                 )
             )
-            _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+            first, inverse = _distinct_rows(key)
             if first.size < nodes.size:
                 scored = self.policy.score(state, shape, nodes[first], self.rng)
-                cache.score[nodes] = scored.score[inverse.ravel()]
-                cache.gpu[nodes] = scored.gpu[inverse.ravel()]
+                cache.score[nodes] = scored.score[inverse]
+                cache.gpu[nodes] = scored.gpu[inverse]
                 return
         scored = self.policy.score(state, shape, nodes, self.rng)
         cache.score[nodes] = scored.score

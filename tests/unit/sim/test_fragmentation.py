@@ -15,6 +15,7 @@ from cotenant.model.cluster import Cluster, ClusterState
 from cotenant.model.gpu import CATALOG
 from cotenant.model.workload import Node, Pod, PodShape
 from cotenant.policies.placement import PLACEMENT
+from cotenant.sim import placer as placer_module
 from cotenant.sim.experiment import frag_at, run_matrix, summarise
 from cotenant.sim.fragmentation import FragmentationConfig, arrival_order, run_fragmentation
 from cotenant.sim.placer import Placer
@@ -164,3 +165,20 @@ def test_no_fragmentation_figure_where_no_sample_came_near() -> None:
     assert math.isnan(run.alloc_at(100))  # demand jumped from 90% to 120%
     assert math.isnan(frag_at(run, 100))  # the same rule: no figure from 10 points away
     assert not math.isnan(frag_at(run, 90))
+
+
+def test_distinct_rows_by_hash_and_when_hashes_collide(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(3)
+    key = rng.integers(0, 3, (200, 6)).astype(np.int64)
+    _, first_exact, inverse_exact = np.unique(key, axis=0, return_index=True,
+                                              return_inverse=True)
+    zeros = np.zeros(6, np.int64)
+    for collide in (False, True):  # the real hash; then every row colliding
+        if collide:
+            monkeypatch.setattr(placer_module, "_hash_weights", lambda _: zeros)
+        first, inverse = placer_module._distinct_rows(key)
+        assert len(first) == len(first_exact)
+        assert np.array_equal(key[first[inverse]], key)
+        # same grouping: rows in one group exactly when np.unique puts them in one
+        assert len(set(zip(inverse.tolist(), inverse_exact.ravel().tolist(),
+                           strict=True))) == len(first)
