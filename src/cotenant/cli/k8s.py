@@ -35,7 +35,8 @@ def _daemon() -> ModuleType:
 def extender(
     policy: Annotated[str, typer.Option(help="placement policy (see: cotenant policies)")] = "fgd",
     workload: Annotated[Path | None, typer.Option(
-        help="openb pod list whose shapes are FGD's typical pods [synthetic openb-like]")] = None,
+        help="openb pod list whose shapes model the workload for fgd and cotenant-pack "
+             "[synthetic openb-like]")] = None,
     host: Annotated[str, typer.Option(help="address to listen on")] = "0.0.0.0",
     port: Annotated[int, typer.Option(min=1, max=65535, help="port to listen on")] = 8888,
     kubeconfig: Kubeconfig = None,

@@ -51,7 +51,7 @@ def stop_on_signals() -> threading.Event:
 
 
 def workload_shapes(path: Path | None, seed: int = 0) -> list[PodShape]:
-    """FGD's workload: the shapes of an openb pod list, else of synthetic openb-like pods."""
+    """The workload's shapes: of an openb pod list, else of synthetic openb-like pods."""
     if path is not None:
         return [p.shape for p in iter_pods(path)]
     pods = generate_pods(default_params(), TYPICAL_SAMPLE, np.random.default_rng(seed))
@@ -65,7 +65,8 @@ class ExtenderConfig:
     policy: str = "fgd"
     """A placement policy name (``cotenant policies`` lists them)."""
     workload: Path | None = None
-    """An openb pod list whose shapes are FGD's typical pods (default: synthetic openb-like)."""
+    """An openb pod list whose shapes model the workload, for the policies that use one (FGD's
+    typical pods, cotenant-pack's prices); default: synthetic openb-like."""
     host: str = "0.0.0.0"
     port: int = 8888
     kubeconfig: Path | None = None
@@ -74,12 +75,19 @@ class ExtenderConfig:
     assume_ttl_s: float = 30.0
 
 
+def policy_args(config: ExtenderConfig) -> dict[str, object]:
+    """What the policy is built with: the workload's shapes for a policy that models the
+    workload (FGD, cotenant-pack), else nothing."""
+    factory = None if ":" in config.policy else PLACEMENT.get(config.policy)
+    if getattr(factory, "uses_workload", False):
+        return {"workload": workload_shapes(config.workload)}
+    return {}
+
+
 def build_extender(config: ExtenderConfig) -> tuple[ExtenderServer, Informer]:
     """The server and its informer (not started); the kubernetes client is imported here."""
     kube_mod = importlib.import_module("cotenant.integrations.k8s.kube")
-    args = {"workload": workload_shapes(config.workload)} if config.policy in (
-        "fgd", "fragmentation", "fgd-score") else {}
-    cache = ClusterCache(PLACEMENT.create(config.policy, **args), time.monotonic,
+    cache = ClusterCache(PLACEMENT.create(config.policy, **policy_args(config)), time.monotonic,
                          assume_ttl_s=config.assume_ttl_s)
     kube = kube_mod.ClientKube(config.kubeconfig)
     informer: Informer = kube_mod.Informer(kube, cache, config.resync_s)

@@ -41,6 +41,9 @@ class PlacementPolicy(ABC):
     node_local: bool = True
     dedupe_states: bool = False
     """Costly per node: callers should score each distinct node state once."""
+    uses_workload: bool = False
+    """Models the workload from its pod shapes (``workload=...``): whoever builds the policy
+    outside the simulator (the scheduler extender) must pass them."""
 
     def __init__(self, **_: object) -> None:
         """Policies are built by the registry with the same keywords (``workload=...``);

@@ -36,6 +36,7 @@ class FgdPolicy(PlacementPolicy):
 
     name = "fgd"
     dedupe_states = True
+    uses_workload = True
 
     def __init__(self, workload: Sequence[PodShape] = (), coverage: float = 0.95) -> None:
         self.typical = TypicalPods.from_shapes(workload, coverage)

@@ -67,6 +67,7 @@ class CotenantPackPolicy(PlacementPolicy):
 
     name = "cotenant-pack"
     dedupe_states = True
+    uses_workload = True
 
     def __init__(
         self,

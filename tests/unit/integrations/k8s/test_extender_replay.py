@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("kubernetes")
 
+from cotenant.integrations.k8s.daemon import ExtenderConfig, policy_args
 from cotenant.integrations.k8s.resources import node_spec
 from cotenant.model.cluster import Cluster, ClusterState
 from cotenant.model.workload import PodShape
@@ -41,13 +42,14 @@ def requests_of(shape: PodShape) -> dict[str, str]:
     return req
 
 
-@pytest.mark.parametrize("policy", ["fgd", "best-fit", "gpu-packing"])
+@pytest.mark.parametrize("policy", ["fgd", "best-fit", "gpu-packing", "cotenant-pack"])
 def test_extender_places_like_the_simulator(policy: str) -> None:
     rng = np.random.default_rng(7)
     nodes = [node(f"n{i:02d}", gpus=8 if i % 3 else 4, cpu="96" if i % 3 else "48")
              for i in range(9)]
     pods = shapes(rng, 120)
-    workload = {"workload": pods} if policy == "fgd" else {}
+    models_workload = getattr(PLACEMENT.get(policy), "uses_workload", False)
+    workload = {"workload": pods} if models_workload else {}
     specs = sorted((node_spec(n).node for n in nodes), key=lambda n: n.name)
     sim = Placer(PLACEMENT.create(policy, **workload), ClusterState(Cluster(specs)),
                  np.arange(len(specs), dtype=np.int64), np.random.default_rng(0))
@@ -75,3 +77,9 @@ def test_extender_places_like_the_simulator(policy: str) -> None:
         np.testing.assert_array_equal(ext.cache.placer().state.gpu_free, sim.state.gpu_free)
     assert placed > 40
     assert failed > 0  # the cluster fills up: both paths meet full nodes
+
+
+def test_the_daemon_hands_the_workload_to_the_policies_that_model_it() -> None:
+    assert "workload" in policy_args(ExtenderConfig(policy="cotenant-pack"))
+    assert "workload" in policy_args(ExtenderConfig(policy="fgd"))
+    assert policy_args(ExtenderConfig(policy="best-fit")) == {}
