@@ -25,10 +25,10 @@ BIN = Path(sys.executable).parent
 AGENT_PORT = 8470  # the agent's default --listen, which the README's agent block uses
 
 SLOW = {
-    "./scripts/simulate.sh": "the full default experiment, 60 runs (20-40 s on two cores); "
+    "./scripts/simulate.sh": "the full default experiment, 70 runs (20-40 s on two cores); "
     "its set-up half runs in every CI job through scripts/test.sh",
     "./scripts/test.sh": "the test command itself",
-    "openb_pod_list_default.csv --out": "60 runs on the real trace (about 30 s); "
+    "openb_pod_list_default.csv --out": "70 runs on the real trace (30-40 s); "
     "benchmarks/fragmentation.py measures them",
     "--frontier": "every setting of every policy, about 16 s even on 100 GPUs for 2 hours; "
     "tests/unit/cli/test_colocation_cli.py runs a frontier on a small workload",

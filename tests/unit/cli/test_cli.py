@@ -273,7 +273,7 @@ def test_simulate_table_shows_the_optimum(capsys: pytest.CaptureFixture[str]) ->
     code, out, _ = run(capsys, "simulate", *SMALL, "-p", "fgd", "--bound")
     assert code == 0
     assert "offline optimum" in out
-    assert "gap@100" in out
+    assert "gap to" in out
 
 
 def test_simulate_bound_at_outside_the_run_is_one_line(
