@@ -132,7 +132,7 @@ def test_a_time_limit_still_gives_a_proven_bound() -> None:
     rng = np.random.default_rng(3)
     cluster, shapes = random_instance(rng)
     relaxed = relax(cluster, shapes, time_limit=0.01)
-    assert relaxed.upper_milli >= brute_force(cluster, shapes)
+    assert brute_force(cluster, shapes) <= relaxed.upper_milli <= cluster.total_gpu_milli
 
 
 def test_check_refuses_a_broken_placement() -> None:

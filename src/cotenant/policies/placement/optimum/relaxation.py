@@ -191,6 +191,10 @@ def relax(
     # the optimum is a multiple of the size grid; round the float bound to it (safe while
     # HiGHS's own error is under half a grid step)
     upper = round(-float(dual) / quantum) * quantum
+    # stopped before its root LP, HiGHS's bound is only every pod placed: the pools' GPUs are
+    # a bound too
+    gpus = sum(int(cluster.gpu_count[list(pool.nodes)].sum()) for pool in pools)
+    upper = min(upper, gpus * MILLI_PER_GPU)
     if res.x is None:
         return Relaxed(upper, 0, False, pools, {}, tuple(() for _ in pools))
     x = np.rint(res.x).astype(np.int64)
