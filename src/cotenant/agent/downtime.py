@@ -30,7 +30,7 @@ for ``timeout_s`` (a backend without per-process samples: logged each time). An 
 restart loses the open ones, and the next start of a job that was down then is not measured
 (its cause is unknown); a wall clock stepping back shifts them with it.
 
-The medians are what ``cotenant simulate colocation --offline-start-s / --share-change-s``
+The medians are what a co-location scenario's ``world.offlineStartS`` / ``shareChangeS``
 should be given; ``cotenant agent status`` prints them and Prometheus gets
 ``cotenant_offline_downtime_seconds``. Measurements live in memory (and
 as ``up again`` events in the state file); precision is the agent's tick (1 s by default).
@@ -49,7 +49,7 @@ from cotenant.errors import InputError, check_seconds
 START = "start"
 SHARE_CHANGE = "share change"
 KINDS = (START, SHARE_CHANGE)
-SIM_OPTION = {START: "--offline-start-s", SHARE_CHANGE: "--share-change-s"}
+SIM_OPTION = {START: "world.offlineStartS", SHARE_CHANGE: "world.shareChangeS"}
 """The ``cotenant simulate colocation`` option each kind of downtime stands for."""
 KEEP = 1000
 """Measurements kept per kind (the newest) for the summary."""

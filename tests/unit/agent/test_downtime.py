@@ -88,7 +88,7 @@ def test_a_start_is_down_until_the_gpu_shows_the_job_busy(node: Node) -> None:
     summary = node.service.downtime()
     assert summary["busy_pct"] == 10.0
     assert summary["kinds"] == {START: {"count": 1, "median_s": 12.0, "p90_s": 12.0,
-                                        "max_s": 12.0, "simulator_option": "--offline-start-s"}}
+                                        "max_s": 12.0, "simulator_option": "world.offlineStartS"}}
 
 
 def test_a_share_change_is_down_from_the_sigterm_to_the_successor_busy(node: Node) -> None:
@@ -108,7 +108,7 @@ def test_a_share_change_is_down_from_the_sigterm_to_the_successor_busy(node: Nod
     assert node.clock() - sigterm == 17.0
     kinds = node.service.downtime()["kinds"]
     assert kinds[SHARE_CHANGE]["median_s"] == 17.0
-    assert kinds[SHARE_CHANGE]["simulator_option"] == "--share-change-s"
+    assert kinds[SHARE_CHANGE]["simulator_option"] == "world.shareChangeS"
     text = node.service.metrics_text().decode()
     assert 'cotenant_offline_downtime_seconds_bucket{kind="share change",le="20.0"} 1.0' in text
     assert 'cotenant_offline_downtime_seconds_bucket{kind="share change",le="15.0"} 0.0' in text

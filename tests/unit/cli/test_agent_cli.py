@@ -362,7 +362,7 @@ def test_status_shows_the_offline_downtime_the_agent_measured(
     code, out, _ = run(capsys, "agent", "status", *auth)
     assert code == 0
     assert "Offline downtime" in out
-    assert "--offline-start-s" in out
+    assert "world.offlineStartS" in out
 
 
 class _OldAgent(BaseHTTPRequestHandler):
