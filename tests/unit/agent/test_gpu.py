@@ -130,8 +130,8 @@ def test_offline_past_its_memory_limit_fails_while_online_keeps_serving(tmp_path
 
 
 def test_the_agent_measures_an_offline_start_and_share_change(tmp_path: Path) -> None:
-    """The figures a co-location scenario's ``world.offlineStartS``/``shareChangeS`` assume, measured
-    for a bare torch loop (a real job adds its checkpoint, data loader and warm-up)."""
+    """The figures a co-location scenario's ``world.offlineStartS``/``shareChangeS`` assume,
+    measured for a bare torch loop (a real job adds its checkpoint, data loader and warm-up)."""
     need("nvidia-cuda-mps-control")
     if importlib.util.find_spec("torch") is None:
         pytest.skip("torch is not installed")
