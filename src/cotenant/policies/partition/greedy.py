@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from cotenant.model.deployment import GpuPlan
-from cotenant.policies.partition.milp import lower_bound
+from cotenant.policies.partition.bounds import lower_bound
 from cotenant.policies.partition.problem import (
     TOLERANCE,
     Deadline,

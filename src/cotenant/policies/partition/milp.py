@@ -15,89 +15,34 @@ time left less a margin for turning its answer into GPUs and checking them.
 
 from __future__ import annotations
 
+__all__ = ["MIN_SOLVE_S", "Relaxation", "lower_bound", "lp_bound", "relaxation",
+           "solver_time"]
+
 import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linprog
 
 from cotenant.model.deployment import GpuPlan
+from cotenant.policies.partition.bounds import (
+    MIN_SOLVE_S,
+    Relaxation,
+    lower_bound,
+    lp_bound,
+    relaxation,
+    solver_time,
+)
 from cotenant.policies.partition.formulation import formulate, slice_bound
+from cotenant.policies.partition.greedy import greedy_gpus
 from cotenant.policies.partition.highs import Solve
 from cotenant.policies.partition.problem import (
     Deadline,
-    FloatArray,
     IntArray,
     PartitionProblem,
     Plan,
     realise,
 )
 from cotenant.policies.partition.registry import PARTITION
-
-MIN_SOLVE_S = 0.02
-"""The shortest time worth handing HiGHS; with less left a step is skipped."""
-
-
-def solver_time(problem: PartitionProblem, deadline: Deadline, share: float = 1.0) -> float:
-    """Seconds HiGHS may take of what ``deadline`` has left: ``share`` of it, less a margin
-    for HiGHS's own set-up past its limit and for realising and verifying the plan (both
-    grow with the services: about 20 microseconds each, measured at 10,000 services)."""
-    margin = 0.03 + 2e-5 * len(problem.services)
-    return max(share * (deadline.left() - margin), 0.0)
-
-
-@dataclass(frozen=True)
-class Relaxation:
-    """The LP relaxation's optimum: its value, the layout use (L,) and instances (S, P)
-    (fractional), and the dual price of one instance of each profile (P,), in GPUs."""
-
-    value: float
-    use: FloatArray
-    z: FloatArray
-    price: FloatArray
-
-
-def relaxation(problem: PartitionProblem, seconds: float = 10.0) -> Relaxation | None:
-    """The LP relaxation (cuts included), or None when HiGHS does not finish in
-    ``seconds``."""
-    if seconds < MIN_SOLVE_S:
-        return None
-    form = formulate(problem)
-    n_prof = len(problem.profiles)
-    a_ub, b_ub = form.as_upper_rows()  # the instance rows first, as they are
-    res = linprog(
-        form.cost,
-        A_ub=a_ub,
-        b_ub=b_ub,
-        bounds=np.stack([np.zeros_like(form.upper), form.upper], axis=1),
-        method="highs",
-        options={"time_limit": seconds},
-    )
-    if res.status != 0:
-        return None
-    price = -np.asarray(res.ineqlin.marginals[:n_prof], dtype=np.float64)
-    return Relaxation(
-        float(res.fun), form.layout_use(res.x, len(problem.layouts)),
-        form.instances(res.x, len(problem.services), n_prof), np.maximum(price, 0.0),
-    )
-
-
-def lower_bound(problem: PartitionProblem, deadline: Deadline | None = None,
-                relaxed: Relaxation | None = None, share: float = 0.5) -> int:
-    """The best bound available in time: the slice bound, and the LP relaxation's where it
-    is given or solves within ``share`` of the time ``deadline`` has left."""
-    bound = slice_bound(problem)
-    if relaxed is None and deadline is not None:
-        relaxed = relaxation(problem, solver_time(problem, deadline, share))
-    if relaxed is not None:
-        bound = max(bound, math.ceil(relaxed.value - 1e-6))
-    return bound
-
-
-def lp_bound(problem: PartitionProblem) -> int:
-    """The bound with the LP relaxation solved to the end (tests and small problems)."""
-    return lower_bound(problem, relaxed=relaxation(problem, 60.0))
-
 
 QUIET_HEURISTICS_VARIABLES = 2_000
 """Above this many instance variables per second of its limit HiGHS runs without its primal
@@ -177,7 +122,6 @@ def plan_from(problem: PartitionProblem, found: MilpResult,
 def solve_milp(problem: PartitionProblem, time_limit: float = 10.0) -> Plan:
     """The optimum where HiGHS proves it within ``time_limit`` s, else its best plan and
     bound; the greedy plan where HiGHS finds none as good within the time."""
-    from cotenant.policies.partition.greedy import greedy_gpus  # noqa: PLC0415  (cycle)
 
     deadline = Deadline(time_limit)
     greedy = greedy_gpus(problem)
