@@ -125,25 +125,24 @@ def sensitivity(seed: int) -> list[dict[str, object]]:
     return out
 
 
+def workload_sweep(seed: int, field: str, values: tuple[float, ...]) -> list[dict[str, object]]:
+    """The key frontier on the 3-hour slice with one workload ``field`` at each of ``values``."""
+    out: list[dict[str, object]] = []
+    for value in values:
+        s = real_scenario(seed, hours=SLICE_H)
+        s = replace(s, workload=replace(s.workload, **{field: value}))
+        floor, points = frontier(_work(s), seed, s.config(), key_settings())
+        out.append({field: value, "floor": floor, "verdict": verdict(points)})
+    return out
+
+
 def bursts(seed: int) -> list[dict[str, object]]:
     """Flat minutes, the duty cycles' fit (default) and the request series' (burstier)."""
-    out: list[dict[str, object]] = []
-    for alpha in (float("inf"), 1.29, 0.677):
-        s = real_scenario(seed, hours=SLICE_H)
-        s = replace(s, workload=replace(s.workload, burst_alpha=alpha))
-        floor, points = frontier(_work(s), seed, s.config(), key_settings())
-        out.append({"burst_alpha": alpha, "floor": floor, "verdict": verdict(points)})
-    return out
+    return workload_sweep(seed, "burst_alpha", (float("inf"), 1.29, 0.677))
 
 
 def slo(seed: int) -> list[dict[str, object]]:
-    out: list[dict[str, object]] = []
-    for multiple in (3.0, 5.0, 10.0):
-        s = real_scenario(seed, hours=SLICE_H)
-        s = replace(s, workload=replace(s.workload, slo_multiple=multiple))
-        floor, points = frontier(_work(s), seed, s.config(), key_settings())
-        out.append({"slo_multiple": multiple, "floor": floor, "verdict": verdict(points)})
-    return out
+    return workload_sweep(seed, "slo_multiple", (3.0, 5.0, 10.0))
 
 
 def matching(seed: int) -> list[dict[str, object]]:
