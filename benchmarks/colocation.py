@@ -129,8 +129,7 @@ def workload_sweep(seed: int, field: str, values: tuple[float, ...]) -> list[dic
     """The key frontier on the 3-hour slice with one workload ``field`` at each of ``values``."""
     out: list[dict[str, object]] = []
     for value in values:
-        s = real_scenario(seed, hours=SLICE_H)
-        s = replace(s, workload=replace(s.workload, **{field: value}))
+        s = real_scenario(seed, hours=SLICE_H).override(**{field: value})
         floor, points = frontier(_work(s), seed, s.config(), key_settings())
         out.append({field: value, "floor": floor, "verdict": verdict(points)})
     return out
