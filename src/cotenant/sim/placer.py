@@ -125,6 +125,16 @@ class Placer:
         pick = select_node(np.arange(nodes.size), score, self.rank[nodes])
         return int(nodes[pick]), int(gpu[pick])
 
+    def feasible(self, shape: PodShape) -> BoolArray:
+        """Which nodes can host ``shape`` now, over all nodes (from the per-shape cache where
+        the placer keeps one: only nodes changed since the last call are checked again)."""
+        if not self.use_cache:
+            return self.state.feasible(shape)
+        if self.policy.node_local:  # feasibility and scores are cached together
+            self.candidates(shape)
+            return self._caches[shape].feasible
+        return self._feasible_cached(shape)
+
     def _feasible_cached(self, shape: PodShape) -> BoolArray:
         cache = self._cache_for(shape)
         stale = np.flatnonzero(cache.version != self.state.version)

@@ -182,3 +182,25 @@ def test_distinct_rows_by_hash_and_when_hashes_collide(monkeypatch: pytest.Monke
         # same grouping: rows in one group exactly when np.unique puts them in one
         assert len(set(zip(inverse.tolist(), inverse_exact.ravel().tolist(),
                            strict=True))) == len(first)
+
+
+@settings(max_examples=30, deadline=None)
+@given(clusters(), st.lists(pod_shapes(), min_size=1, max_size=40),
+       st.sampled_from(POLICIES), st.integers(0, 2**16))
+def test_cached_feasibility_between_placements_keeps_the_choices(
+    cluster: Cluster, shapes: list[PodShape], policy: str, seed: int
+) -> None:
+    """Asking a placer which nodes fit (as the Kubernetes extender's filter does) between
+    placements changes neither the answer nor the later choices."""
+    placers = []
+    for _ in range(2):
+        rng = np.random.default_rng(seed)
+        placers.append(Placer(PLACEMENT.create(policy, workload=shapes), ClusterState(cluster),
+                              rng.permutation(cluster.size).astype(np.int64), rng))
+    asking, plain = placers
+    for shape in shapes:
+        for other in shapes[:3]:
+            assert np.array_equal(asking.feasible(other), asking.state.feasible(other))
+        assert asking.choose(shape) == plain.choose(shape)
+        a, b = asking.place(shape), plain.place(shape)
+        assert a == b

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from cotenant.errors import CotenantError
+from cotenant.integrations.k8s.index import NodeIndex
 from cotenant.integrations.k8s.resources import (
     ANNOTATION_GPUS,
     NodeSpec,
@@ -68,7 +69,7 @@ class ClusterCache:
         """Objects from the watch that could not be read: one line each, newest last."""
         self._seed = seed
         self._placer: Placer | None = None
-        self._index: dict[str, int] = {}
+        self._index = NodeIndex([])
         self._assumed: dict[str, float] = {}
         """Deadlines of the assumed pods (a subset of :attr:`placed`)."""
 
@@ -166,6 +167,10 @@ class ClusterCache:
 
     def indices(self) -> dict[str, int]:
         """Node name -> row of the placer's state."""
+        return self.node_index().row
+
+    def node_index(self) -> NodeIndex:
+        """The rows and JSON fragments of the current node set."""
         self.placer()
         return self._index
 
@@ -173,7 +178,7 @@ class ClusterCache:
         names = sorted(self.nodes)
         specs = [self.nodes[n].node for n in names] or [CPU_ONLY_PLACEHOLDER]
         state = ClusterState(Cluster(specs))
-        self._index = {n: i for i, n in enumerate(names)}
+        self._index = NodeIndex(names)
         rank = np.arange(len(specs), dtype=np.int64)
         self._placer = Placer(self.policy, state, rank, np.random.default_rng(self._seed))
         for p in self.placed.values():
@@ -188,7 +193,7 @@ class ClusterCache:
             self._allocate(placed)
 
     def _allocate(self, p: _Placed) -> None:
-        i = self._index.get(p.node)
+        i = self._index.row.get(p.node)
         if i is None:  # a pod on a node the cache does not know (yet): counted when it comes
             return
         state = self._placer.state if self._placer else None

@@ -22,19 +22,21 @@ in the cache until the watch reports it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from itertools import compress
 from typing import Protocol
 
 import numpy as np
 
 from cotenant.errors import CotenantError, InputError
 from cotenant.integrations.k8s.cache import ClusterCache
+from cotenant.integrations.k8s.index import NodeIndex
 from cotenant.integrations.k8s.resources import (
     ANNOTATION_GPUS,
     ANNOTATION_MILLI,
     PodRequest,
 )
-from cotenant.model.cluster import ClusterState
+from cotenant.model.cluster import BoolArray, IntArray
 from cotenant.policies.placement.base import lowest_free_gpus, select_node
 
 MAX_PRIORITY = 10  # extenderv1.MaxExtenderPriority
@@ -52,11 +54,66 @@ class KubeApi(Protocol):
         ...
 
 
-@dataclass
+@dataclass(frozen=True)
 class FilterResult:
-    passed: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
-    unresolvable: dict[str, str] = field(default_factory=dict)
+    """Per node name asked (in order): its row in the cache (-1: unknown) and the index of its
+    reason in ``reasons`` (0, the empty reason: passed); ``never[k]``: reason ``k`` holds even on
+    an empty node (``FailedAndUnresolvableNodes``)."""
+
+    names: list[str]
+    rows: IntArray
+    code: IntArray
+    reasons: tuple[str, ...]
+    never: tuple[bool, ...]
+    index: NodeIndex  # the rows' index (the cache may have a newer one by now)
+
+    @property
+    def passed(self) -> list[str]:
+        return list(compress(self.names, (self.code == 0).tolist()))
+
+    def _failed(self, never: bool) -> dict[str, str]:
+        return {n: self.reasons[c] for n, c in zip(self.names, self.code.tolist(), strict=True)
+                if c and self.never[c] == never}
+
+    @property
+    def failed(self) -> dict[str, str]:
+        return self._failed(False)
+
+    @property
+    def unresolvable(self) -> dict[str, str]:
+        return self._failed(True)
+
+
+@dataclass(frozen=True)
+class Priorities:
+    """Per node name asked (in order): its row (-1: unknown) and its score 0..10."""
+
+    names: list[str]
+    rows: IntArray
+    scores: IntArray
+    index: NodeIndex
+
+    def items(self) -> list[tuple[str, int]]:
+        return list(zip(self.names, self.scores.tolist(), strict=True))
+
+
+UNKNOWN = "cotenant: node unknown to the cotenant extender's cache"
+
+
+def _reasons(request: PodRequest) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+    """The filter's reasons for ``request`` (the same text on every node, so kube-scheduler's
+    "0/N nodes are available" message counts them), and which hold on an empty node."""
+    shape = request.shape
+    gpu = (f"asks {shape.gpu_milli} milli of one GPU" if shape.fractional
+           else f"asks {shape.num_gpu} whole GPUs")
+    never_gpu = "the node has no GPU" if shape.fractional else "more than the node has"
+    asks = [("", False), (UNKNOWN, False)]
+    for what in (f"asks {shape.cpu_milli} milli-CPU", f"asks {shape.memory_mib} MiB of memory",
+                 gpu, *(f"asks {n} nvidia.com/mig-{p}" for p, n in request.mig)):
+        asks.append((f"cotenant: {what}, fewer are free", False))
+        asks.append((f"cotenant: {what}, {never_gpu if what == gpu else 'more than the node has'}",
+                     True))
+    return tuple(r for r, _ in asks), tuple(n for _, n in asks)
 
 
 class Extender:
@@ -74,72 +131,56 @@ class Extender:
                     free[profile] = free.get(profile, 0) - n
         return free
 
-    def _why_not(self, state: ClusterState, request: PodRequest,
-                 rows: list[int]) -> list[tuple[str, bool]]:
-        """Why each node of ``rows`` cannot host the pod, and whether an empty node could
-        not either (then preemption would not help)."""
-        shape, cluster = request.shape, state.cluster
-        idx = np.array(rows, dtype=np.int64)
-        cpu_free, cpu = state.cpu_free[idx].tolist(), cluster.cpu[idx].tolist()
-        mem_free, mem = state.mem_free[idx].tolist(), cluster.memory[idx].tolist()
-        gpus = cluster.gpu_count[idx].tolist()
-        free = state.gpu_free[idx]
-        freest = free.max(axis=1).tolist()
-        whole = (free == 1000).sum(axis=1).tolist()
-        out = []
-        for k, i in enumerate(rows):
-            name = cluster.nodes[i].name
-            if shape.cpu_milli > cpu_free[k]:
-                out.append((f"{name}: asks {shape.cpu_milli} milli-CPU, {cpu_free[k]} free of "
-                            f"{cpu[k]}", shape.cpu_milli > cpu[k]))
-            elif shape.memory_mib > mem_free[k]:
-                out.append((f"{name}: asks {shape.memory_mib} MiB of memory, {mem_free[k]} "
-                            f"free of {mem[k]}", shape.memory_mib > mem[k]))
-            elif shape.fractional:
-                most = freest[k] if gpus[k] else 0
-                out.append((f"{name}: asks {shape.gpu_milli} milli of one GPU, the freest GPU "
-                            f"has {most}", gpus[k] == 0))
-            else:
-                out.append((f"{name}: asks {shape.num_gpu} whole GPUs, {whole[k]} free of "
-                            f"{gpus[k]}", shape.num_gpu > gpus[k]))
-        return out
+    def _mig_short(self, request: PodRequest, rows: IntArray) -> tuple[BoolArray, BoolArray,
+                                                                       IntArray]:
+        """Over ``rows``: short of the pod's MIG instances, never enough, and which profile
+        of the request (its index) is short first."""
+        names = self.cache.node_index().names
+        wanted = {p for p, _ in request.mig}
+        used: dict[tuple[str, str], int] = {}
+        for p in self.cache.placed.values():
+            for profile, n in p.request.mig:
+                if profile in wanted:
+                    used[p.node, profile] = used.get((p.node, profile), 0) + n
+        short, never = np.zeros(rows.size, np.bool_), np.zeros(rows.size, np.bool_)
+        which = np.zeros(rows.size, np.int64)
+        for k, i in enumerate(rows.tolist()):
+            total = dict(self.cache.nodes[names[i]].mig)
+            for j, (profile, n) in enumerate(request.mig):
+                if total.get(profile, 0) - used.get((names[i], profile), 0) < n:
+                    short[k], never[k], which[k] = True, n > total.get(profile, 0), j
+                    break
+        return short, never, which
 
     def filter(self, request: PodRequest, names: list[str]) -> FilterResult:
         self.cache.expire()
-        out = FilterResult()
+        shape = request.shape
+        reasons, never = _reasons(request)
         with self.cache.lock:
             self.cache.pending.setdefault(request.uid, request)
-            state = self.cache.placer().state
-            rows = self.cache.indices()
-            index = [rows.get(name) for name in names]
-            known = np.array([i for i in index if i is not None], dtype=np.int64)
-            fits = dict(zip(known.tolist(), state.feasible(request.shape, known).tolist(),
-                            strict=True))
-            failed: list[tuple[str, int]] = []
-            for name, i in zip(names, index, strict=True):
-                if i is None:
-                    out.failed[name] = f"{name}: node unknown to the cotenant extender's cache"
-                elif request.mig and (why := self._mig_short(request, name)) is not None:
-                    (out.unresolvable if why[1] else out.failed)[name] = why[0]
-                elif fits[i]:
-                    out.passed.append(name)
-                else:
-                    failed.append((name, i))
-            if failed:
-                reasons = self._why_not(state, request, [i for _, i in failed])
-                for (name, _), (reason, never) in zip(failed, reasons, strict=True):
-                    (out.unresolvable if never else out.failed)[name] = reason
-        return out
-
-    def _mig_short(self, request: PodRequest, name: str) -> tuple[str, bool] | None:
-        """Why ``name`` lacks the pod's MIG instances (and whether it never has enough)."""
-        free, total = self._mig_free(name), dict(self.cache.nodes[name].mig)
-        for profile, n in request.mig:
-            if free.get(profile, 0) < n:
-                have = max(free.get(profile, 0), 0)
-                return (f"{name}: asks {n} nvidia.com/mig-{profile}, {have} free of "
-                        f"{total.get(profile, 0)}", n > total.get(profile, 0))
-        return None
+            index = self.cache.node_index()
+            rows = index.rows(names)
+            placer = self.cache.placer()
+            state, cluster = placer.state, placer.state.cluster
+            code = np.ones(len(names), np.int64)  # unknown unless found
+            known = np.flatnonzero(rows >= 0)
+            r = rows[known]
+            got = np.where(placer.feasible(shape)[r], 0, 6)
+            no = np.flatnonzero(got)
+            if no.size:  # the reason: MIG (8+), else CPU (2), memory (4), GPU (6); +1: never
+                f = r[no]
+                gpu_never = (cluster.gpu_count[f] == 0 if shape.fractional
+                             else cluster.gpu_count[f] < shape.num_gpu)
+                fail = np.where(shape.memory_mib > state.mem_free[f],
+                                4 + (shape.memory_mib > cluster.memory[f]), 6 + gpu_never)
+                fail = np.where(shape.cpu_milli > state.cpu_free[f],
+                                2 + (shape.cpu_milli > cluster.cpu[f]), fail)
+                got[no] = fail
+            if request.mig:  # MIG instances are checked first
+                short, mig_never, which = self._mig_short(request, r)
+                got = np.where(short, 8 + 2 * which + mig_never, got)
+            code[known] = got
+        return FilterResult(names, rows, code, reasons, never, index)
 
     def _scores(self, request: PodRequest, names: list[str]) -> tuple[list[int], dict[int, int],
                                                                         dict[int, int]]:
@@ -151,27 +192,31 @@ class Extender:
         known = [i for n in names if (i := rows.get(n)) is not None and i in by_node]
         return known, by_node, gpu_of
 
-    def prioritize(self, request: PodRequest, names: list[str]) -> list[tuple[str, int]]:
-        """(node, 0..10) for every name, in the given order; 10 for the policy's choice."""
+    def prioritize(self, request: PodRequest, names: list[str]) -> Priorities:
+        """A 0..10 score for every name, in the given order; 10 for the policy's choice."""
         self.cache.expire()
         with self.cache.lock:
-            known, by_node, _ = self._scores(request, names)
-            result = dict.fromkeys(names, 0)
-            if known and not request.mig:
-                idx = np.array(known, dtype=np.int64)
-                raw = np.array([by_node[i] for i in known], dtype=np.int64)
-                rank = self.cache.placer().rank
-                best = select_node(idx, raw, rank)
+            index = self.cache.node_index()
+            if not index.distinct(names):  # a name twice: scored once, where first given
+                names = list(dict.fromkeys(names))
+            rows = index.rows(names)
+            placer = self.cache.placer()
+            nodes, score, _ = placer.candidates(request.shape)
+            size = placer.state.cluster.size
+            feasible = np.zeros(size + 1, np.bool_)  # the last entry for row -1 (unknown)
+            full = np.zeros(size + 1, np.int64)
+            feasible[nodes], full[nodes] = True, score
+            ok = feasible[rows]
+            result = np.zeros(len(names), np.int64)
+            if ok.any() and not request.mig:
+                raw = full[rows[ok]]
+                best = select_node(rows[ok], raw, placer.rank)
                 low, high = int(raw.min()), int(raw.max())
-                nodes = self.cache.placer().state.cluster.nodes
-                for i, s in zip(known, raw.tolist(), strict=True):
-                    scaled = 9 if high == low else (s - low) * 9 // (high - low)
-                    result[nodes[i].name] = MAX_PRIORITY if i == best else int(scaled)
-            elif known:
-                nodes = self.cache.placer().state.cluster.nodes
-                for i in known:
-                    result[nodes[i].name] = MAX_PRIORITY
-            return list(result.items())
+                scaled = np.full(raw.size, 9) if high == low else (raw - low) * 9 // (high - low)
+                result[ok] = np.where(rows[ok] == best, MAX_PRIORITY, scaled)
+            elif ok.any():
+                result[ok] = MAX_PRIORITY
+        return Priorities(names, rows, result, index)
 
     def preempt(self, request: PodRequest,
                 victims: dict[str, tuple[list[str], int]]) -> dict[str, tuple[list[str], int]]:

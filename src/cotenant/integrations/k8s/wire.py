@@ -16,8 +16,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from cotenant.errors import InputError
-from cotenant.integrations.k8s.extender import FilterResult
+from cotenant.integrations.k8s.extender import FilterResult, Priorities
 
 
 def get(obj: dict[str, Any], key: str) -> Any:
@@ -61,7 +63,7 @@ def extender_args(body: bytes) -> ExtenderArgs:
         raise InputError("ExtenderArgs.Pod", "must be a Pod object")
     names, node_list = get(obj, "NodeNames"), get(obj, "Nodes")
     if names is not None:
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        if not isinstance(names, list) or not set(map(type, names)) <= {str}:
             raise InputError("ExtenderArgs.NodeNames", "must be a list of node names")
         return ExtenderArgs(pod, list(names), None)
     if node_list is None:
@@ -102,9 +104,39 @@ def filter_result(args: ExtenderArgs | None, result: FilterResult | None,
     return reply
 
 
+def encode(payload: object) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def filter_reply(args: ExtenderArgs, result: FilterResult) -> bytes:
+    """``ExtenderFilterResult`` as JSON, the same document as :func:`filter_result`, joined
+    from the index's per-node fragments where the scheduler sent ``NodeNames``."""
+    if not args.cache_capable:
+        return encode(filter_result(args, result))
+    quoted = result.index.quoted(result.names, result.rows)
+    never = np.array(result.never, dtype=np.bool_)[result.code]
+    tails = np.array([b":" + encode(r) for r in result.reasons], dtype=object)
+    passed, failed = result.code == 0, (result.code > 0) & ~never
+    parts = [b",".join(quoted[passed].tolist())]
+    for chosen in (failed, never):
+        parts.append(b",".join((quoted[chosen] + tails[result.code[chosen]]).tolist()))
+    return (b'{"Nodes":null,"NodeNames":[%b],"FailedNodes":{%b},'
+            b'"FailedAndUnresolvableNodes":{%b},"Error":""}' % tuple(parts))
+
+
 def host_priorities(scores: list[tuple[str, int]]) -> list[dict[str, Any]]:
     """``HostPriorityList``."""
     return [{"Host": host, "Score": score} for host, score in scores]
+
+
+_SCORE_TAILS = np.array([b"%d}" % s for s in range(11)], dtype=object)
+
+
+def priorities_reply(result: Priorities) -> bytes:
+    """``HostPriorityList`` as JSON (as :func:`host_priorities` writes it), joined from the
+    index's per-node fragments."""
+    heads = result.index.host_prefix(result.names, result.rows)
+    return b"[" + b",".join((heads + _SCORE_TAILS[result.scores]).tolist()) + b"]"
 
 
 @dataclass(frozen=True)

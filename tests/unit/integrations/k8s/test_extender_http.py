@@ -41,8 +41,8 @@ def test_filter_by_name_answers_with_node_names_and_reasons(ext: Running) -> Non
     assert reply["NodeNames"] == ["gpu-a", "gpu-b"]
     assert reply["Error"] == ""
     assert "unknown to the cotenant extender's cache" in reply["FailedNodes"]["stranger"]
-    assert "cpu-only" in reply["FailedAndUnresolvableNodes"]
-    assert "stranger" not in reply["FailedAndUnresolvableNodes"]
+    assert reply["FailedAndUnresolvableNodes"] == {
+        "cpu-only": "cotenant: asks 250 milli of one GPU, the node has no GPU"}
 
 
 def test_filter_by_object_answers_with_a_node_list(ext: Running) -> None:
@@ -100,7 +100,7 @@ def test_whole_gpus_fill_a_node_then_it_fails_with_a_reason(ext: Running) -> Non
     assert ext.kube.pods["default/w3"]["metadata"]["annotations"]["cotenant.io/gpus"] == "6,7"
     _, reply = ext.post("filter", args_by_name(pod("x", {"nvidia.com/gpu": "1"}), ["gpu-a"]))
     assert reply["NodeNames"] == []
-    assert reply["FailedNodes"] == {"gpu-a": "gpu-a: asks 1 whole GPUs, 0 free of 8"}
+    assert reply["FailedNodes"] == {"gpu-a": "cotenant: asks 1 whole GPUs, fewer are free"}
     _, reply = ext.post("bind", binding_args("x", "gpu-a"))
     assert "no longer fits on gpu-a" in reply["Error"]
 
@@ -202,11 +202,12 @@ def test_mig_instances_are_counted_per_profile() -> None:
             assert ext.post("bind", binding_args(f"m{i}", "mig-a"))[1] == {"Error": ""}
         _, reply = ext.post("filter", args_by_name(pod("m2", {"nvidia.com/mig-1g.10gb": "1"}),
                                                    ["mig-a"]))
-        assert reply["FailedNodes"] == {"mig-a": "mig-a: asks 1 nvidia.com/mig-1g.10gb, 0 free "
-                                        "of 2"}
+        assert reply["FailedNodes"] == {
+            "mig-a": "cotenant: asks 1 nvidia.com/mig-1g.10gb, fewer are free"}
         _, reply = ext.post("filter", args_by_name(pod("m3", {"nvidia.com/mig-1g.10gb": "3"}),
                                                    ["mig-a"]))
-        assert "mig-a" in reply["FailedAndUnresolvableNodes"]
+        assert reply["FailedAndUnresolvableNodes"] == {
+            "mig-a": "cotenant: asks 3 nvidia.com/mig-1g.10gb, more than the node has"}
 
 
 def fill_gpu_a(ext: Running) -> None:
@@ -251,3 +252,27 @@ def test_preempt_with_a_victim_without_uid_is_a_400(ext: Running) -> None:
     status, reply = ext.post("preempt", body)
     assert status == 400
     assert "NodeNameToMetaVictims[gpu-a].Pods[0]: needs a UID" in reply["Error"]
+
+
+def test_reasons_are_the_same_text_on_every_node_so_the_scheduler_counts_them() -> None:
+    nodes = [node(f"n{i}", gpus=2) for i in range(3)]
+    with running(nodes) as ext:
+        for i in range(3):
+            ext.kube.add(pod(f"w{i}", {"cpu": "1", "nvidia.com/gpu": "2"}))
+            assert ext.post("bind", binding_args(f"w{i}", f"n{i}"))[1] == {"Error": ""}
+        _, reply = ext.post("filter", args_by_name(pod("x", {"nvidia.com/gpu": "1"}),
+                                                   ["n0", "n1", "n2"]))
+        assert set(reply["FailedNodes"]) == {"n0", "n1", "n2"}
+        assert set(reply["FailedNodes"].values()) == {
+            "cotenant: asks 1 whole GPUs, fewer are free"}
+        _, reply = ext.post("filter", args_by_name(pod("y", {"cpu": "999"}), ["n0"]))
+        assert reply["FailedAndUnresolvableNodes"] == {
+            "n0": "cotenant: asks 999000 milli-CPU, more than the node has"}
+
+
+def test_prioritize_scores_a_name_given_twice_once(ext: Running) -> None:
+    p = pod("a", QUARTER)
+    ext.kube.add(p)
+    _, once = ext.post("prioritize", args_by_name(p, ["gpu-a", "gpu-b"]))
+    _, twice = ext.post("prioritize", args_by_name(p, ["gpu-a", "gpu-b", "gpu-a"]))
+    assert twice == once
