@@ -1,4 +1,5 @@
-"""``cotenant k8s``: the scheduler extender and device plugin daemons, and cluster snapshots.
+"""``cotenant k8s``: the scheduler extender and device plugin daemons, cluster snapshots, and
+the MIG controller.
 
 Each command parses its options and calls one library function of
 :mod:`cotenant.integrations.k8s.daemon`; the kubernetes and grpc clients (the ``k8s`` extra)
@@ -13,9 +14,10 @@ from typing import Annotated
 
 import typer
 
-from cotenant.errors import CotenantError
+from cotenant.cli.checks import file_option, finite
+from cotenant.errors import CotenantError, InputError
 
-app = typer.Typer(help="Kubernetes: the scheduler extender and the GPU device plugin.",
+app = typer.Typer(help="Kubernetes: extender, device plugin, MIG controller.",
                   no_args_is_help=True)
 
 Kubeconfig = Annotated[Path | None, typer.Option(
@@ -85,3 +87,44 @@ def snapshot(
     for line in skipped:
         typer.echo(f"skipped {line}", err=True)
     typer.echo(f"wrote {nodes} and {pods}")
+
+
+@app.command("mig")
+def mig(
+    spec: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="ServingPlan spec")],
+    nodes: Annotated[str, typer.Option(help="the pool's nodes in GPU order, comma-separated: "
+                                       "GPU g is on node g // --gpus-per-node")],
+    gpus_per_node: Annotated[int, typer.Option(min=1, max=64, help="GPUs per node")],
+    current: Annotated[Path | None, typer.Option(
+        help="Deployment running today (else the spec's current: block, else empty GPUs)")] = None,
+    mig_parted: Annotated[Path | None, typer.Option(
+        "--mig-parted", callback=file_option,
+        help="write the mig-parted configs the labels name (for the MIG manager's ConfigMap)")
+    ] = None,
+    profiles: Annotated[Path | None, typer.Option(help="profile CSV for the planner")] = None,
+    kubeconfig: Kubeconfig = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="roll out against a fake cluster (every node applies in 30 s): "
+                          "shows the order and where it would stop")] = False,
+    timeout: Annotated[float, typer.Option(min=1.0, callback=finite,
+                                           help="seconds a node may take to apply")] = 900.0,
+    poll: Annotated[float, typer.Option(min=0.1, callback=finite,
+                                        help="seconds between state reads")] = 5.0,
+    time_limit: Annotated[float, typer.Option(min=0.01, callback=finite,
+                                              help="seconds for the planner")] = 10.0,
+) -> None:
+    """Apply a ServingPlan's MIG layouts through NVIDIA's MIG manager, node by node, in the
+    planner's order, never draining a node whose services lack slack (exit 1 if it stops)."""
+    from cotenant.integrations.k8s.mig.controller import Settings  # noqa: PLC0415
+    from cotenant.integrations.k8s.mig.run import MigJob, run_mig  # noqa: PLC0415
+
+    names = tuple(n.strip() for n in nodes.split(",") if n.strip())
+    if not names:
+        raise InputError("--nodes", "names no node", hint="--nodes gpu-node-0,gpu-node-1")
+    job = MigJob(spec, names, gpus_per_node, current, mig_parted, profiles, kubeconfig,
+                 dry_run, Settings(timeout, poll), time_limit=time_limit)
+    report = run_mig(job, lambda t, action: typer.echo(f"{t:8.1f} s  {action}"))
+    if mig_parted is not None:
+        typer.echo(f"wrote {mig_parted}")
+    if not report.ok:
+        raise typer.Exit(1)

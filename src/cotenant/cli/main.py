@@ -27,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {  # in the order --help lists them
     "plan": ("cotenant.cli.plan", "Plan GPU partitions."),
     "agent": ("cotenant.cli.agent", "The node agent: MPS, MIG, workloads, metrics."),
     "perf": ("cotenant.cli.perf", "Inspect the performance models."),
-    "k8s": ("cotenant.cli.k8s", "Kubernetes: the scheduler extender and the GPU device plugin."),
+    "k8s": ("cotenant.cli.k8s", "Kubernetes: extender, device plugin, MIG controller."),
 }
 """Each command group: its module (with a typer app ``app``) and the one line ``cotenant
 --help`` shows for it; a test checks the line is the group's own."""

@@ -54,3 +54,44 @@ def test_snapshot_without_a_cluster_is_one_line(capsys: Capsys, tmp_path: Path) 
     assert code == 2
     assert "cannot load a Kubernetes configuration" in assert_one_error_line(err)
     assert not (tmp_path / "snap").exists()
+
+
+EXAMPLES = Path(__file__).parents[3] / "examples"
+
+
+def test_mig_dry_run_prints_the_rollout_and_exits_1_where_it_stops(capsys: Capsys,
+                                                                    tmp_path: Path) -> None:
+    out_file = tmp_path / "mig-parted.yaml"
+    code, out, _ = run(capsys, "k8s", "mig", str(EXAMPLES / "serving-plan.yaml"), "--current",
+                       str(EXAMPLES / "current-deployment.yaml"), "--nodes", "a,b,c,d",
+                       "--gpus-per-node", "1", "--dry-run", "--time-limit", "2",
+                       "--mig-parted", str(out_file))
+    assert code == 1
+    assert "label d nvidia.com/mig.config=cotenant-node-" in out.splitlines()[0]
+    assert "stop: b cannot be drained" in out
+    assert "mig-configs" in out_file.read_text()
+
+
+def test_mig_dry_run_of_a_fresh_pool_is_done(capsys: Capsys) -> None:
+    code, out, _ = run(capsys, "k8s", "mig", str(EXAMPLES / "serving-plan.yaml"), "--nodes",
+                       "a,b", "--gpus-per-node", "1", "--dry-run", "--time-limit", "2")
+    assert code == 0
+    assert out.splitlines()[-1].endswith("done")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--nodes", " , ", "--gpus-per-node", "1"], "--nodes: names no node"),
+    (["--nodes", "a", "--gpus-per-node", "1"], "nodes: 1 node(s) of 1 GPUs hold 1 GPUs"),
+])
+def test_mig_bad_input_is_one_line(capsys: Capsys, args: list[str], message: str) -> None:
+    code, _, err = run(capsys, "k8s", "mig", str(EXAMPLES / "serving-plan.yaml"), *args,
+                       "--dry-run", "--time-limit", "1")
+    assert code == 2
+    assert message in assert_one_error_line(err)
+
+
+def test_mig_missing_spec_is_one_line(capsys: Capsys, tmp_path: Path) -> None:
+    code, _, err = run(capsys, "k8s", "mig", str(tmp_path / "none.yaml"), "--nodes", "a",
+                       "--gpus-per-node", "1", "--dry-run")
+    assert code == 2
+    assert "cannot read" in assert_one_error_line(err)
