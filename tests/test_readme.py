@@ -33,6 +33,12 @@ SLOW = {
     "--frontier": "every setting of every policy, about 16 s even on 100 GPUs for 2 hours; "
     "tests/unit/cli/test_colocation_cli.py runs a frontier on a small workload",
 }
+CLUSTER = {
+    "docker build": "builds the image for a cluster; the manifests are checked offline by "
+    "tests/unit/integrations/k8s/test_deploy.py",
+    "kubectl apply": "needs a Kubernetes cluster; tests/unit/integrations/k8s/test_deploy.py "
+    "checks the manifests offline",
+}
 
 
 def readme_blocks(text: str) -> list[list[str]]:
@@ -106,6 +112,9 @@ def test_readme_command_runs(commands: list[str], repo_copy: Path) -> None:
     for name, reason in SLOW.items():
         if any(name in c for c in commands):
             pytest.skip(f"slow: {reason}")
+    for name, reason in CLUSTER.items():
+        if any(name in c for c in commands):
+            pytest.skip(f"needs a cluster: {reason}")
     if any("../shared/" in c for c in commands) and not SHARED.is_dir():
         pytest.skip("../shared/data is absent")
     if not (BIN / "cotenant").exists():

@@ -78,43 +78,47 @@ class _Handler(BaseHTTPRequestHandler):
             return
         body = self.rfile.read(length)
         verb = self.path.strip("/").rsplit("/", 1)[-1]
-        handler = {"filter": self._filter, "prioritize": self._prioritize,
-                   "bind": self._bind, "preempt": self._preempt}.get(verb)
-        if handler is None:
-            self._send(404, {"Error": f"no such verb {self.path}; use filter, prioritize, "
-                              "preempt, bind"})
-            return
-        try:
-            handler(body)
-        except CotenantError as exc:
-            self._send(400, {"Error": exc.one_line()})
+        self._send(*respond(self.server.extender, verb, body))
 
-    def _filter(self, body: bytes) -> None:
-        args = wire.extender_args(body)
-        try:
-            request = pod_request(args.pod)
-        except CotenantError as exc:
-            self._send(200, wire.filter_result(args, None, exc.one_line()))
-            return
-        result = self.server.extender.filter(request, args.names)
-        self._send(200, wire.filter_reply(args, result))
 
-    def _prioritize(self, body: bytes) -> None:
-        args = wire.extender_args(body)
-        request = pod_request(args.pod)  # a 400 naming the problem: a list has no Error field
-        self._send(200, wire.priorities_reply(self.server.extender.prioritize(request, args.names)))
+def respond(extender: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
+    """The HTTP status and JSON reply to ``body`` posted to ``/<verb>``."""
+    handler = {"filter": _filter, "prioritize": _prioritize, "bind": _bind,
+               "preempt": _preempt}.get(verb)
+    if handler is None:
+        return 404, wire.encode({"Error": f"no such verb /{verb}; use filter, prioritize, "
+                                          "preempt, bind"})
+    try:
+        return 200, handler(extender, body)
+    except CotenantError as exc:
+        return 400, wire.encode({"Error": exc.one_line()})
 
-    def _preempt(self, body: bytes) -> None:
-        args = wire.preemption_args(body)
-        request = pod_request(args.pod)  # a 400 naming the problem: the result has no Error
-        kept = self.server.extender.preempt(request, args.victims)
-        self._send(200, wire.preemption_result(kept))
 
-    def _bind(self, body: bytes) -> None:
-        args = wire.binding_args(body)
-        try:
-            self.server.extender.bind(args.uid, args.namespace, args.pod_name, args.node)
-        except CotenantError as exc:
-            self._send(200, {"Error": exc.one_line()})
-            return
-        self._send(200, {"Error": ""})
+def _filter(extender: Extender, body: bytes) -> bytes:
+    args = wire.extender_args(body)
+    try:
+        request = pod_request(args.pod)
+    except CotenantError as exc:
+        return wire.encode(wire.filter_result(args, None, exc.one_line()))
+    return wire.filter_reply(args, extender.filter(request, args.names))
+
+
+def _prioritize(extender: Extender, body: bytes) -> bytes:
+    args = wire.extender_args(body)
+    request = pod_request(args.pod)  # a 400 naming the problem: a list has no Error field
+    return wire.priorities_reply(extender.prioritize(request, args.names))
+
+
+def _preempt(extender: Extender, body: bytes) -> bytes:
+    args = wire.preemption_args(body)
+    request = pod_request(args.pod)  # a 400 naming the problem: the result has no Error
+    return wire.encode(wire.preemption_result(extender.preempt(request, args.victims)))
+
+
+def _bind(extender: Extender, body: bytes) -> bytes:
+    args = wire.binding_args(body)
+    try:
+        extender.bind(args.uid, args.namespace, args.pod_name, args.node)
+    except CotenantError as exc:
+        return wire.encode({"Error": exc.one_line()})
+    return wire.encode({"Error": ""})

@@ -62,6 +62,7 @@ def test_the_scheduler_config_points_at_the_extender() -> None:
     assert (ext["filterVerb"], ext["prioritizeVerb"], ext["preemptVerb"], ext["bindVerb"]) == (
         "filter", "prioritize", "preempt", "bind")
     assert ext["nodeCacheCapable"] is True
+    assert config["percentageOfNodesToScore"] == 100  # every feasible node reaches the policy
     assert {r["name"] for r in ext["managedResources"]} == {GPU_MILLI, NVIDIA_GPU}
     (extender,) = [c for c in containers() if c["name"] == "extender"]
     port = extender["args"][extender["args"].index("--port") + 1]
