@@ -20,6 +20,7 @@ import numpy as np
 
 from cotenant.errors import InputError
 from cotenant.integrations.k8s.extender import FilterResult, Priorities
+from cotenant.integrations.k8s.fastjson import loads_args
 
 
 def get(obj: dict[str, Any], key: str) -> Any:
@@ -57,7 +58,8 @@ class ExtenderArgs:
 
 
 def extender_args(body: bytes) -> ExtenderArgs:
-    obj = parse_body(body, "ExtenderArgs")
+    fast = loads_args(body)  # reuses a node-name list decoded before
+    obj = fast if fast is not None else parse_body(body, "ExtenderArgs")
     pod = get(obj, "Pod")
     if not isinstance(pod, dict):
         raise InputError("ExtenderArgs.Pod", "must be a Pod object")
@@ -65,7 +67,7 @@ def extender_args(body: bytes) -> ExtenderArgs:
     if names is not None:
         if not isinstance(names, list) or not set(map(type, names)) <= {str}:
             raise InputError("ExtenderArgs.NodeNames", "must be a list of node names")
-        return ExtenderArgs(pod, list(names), None)
+        return ExtenderArgs(pod, names, None)  # read only: it may be a remembered list
     if node_list is None:
         raise InputError("ExtenderArgs", "one of Nodes or NodeNames must be set")
     items = get(node_list, "items") if isinstance(node_list, dict) else None
