@@ -33,7 +33,7 @@ from cotenant.agent.backends import ManualClock
 from cotenant.integrations.k8s.cache import ClusterCache
 from cotenant.integrations.k8s.extender import Extender
 from cotenant.integrations.k8s.memory import MemoryKube
-from cotenant.integrations.k8s.server import ExtenderServer, respond
+from cotenant.integrations.k8s.server import ExtenderServer
 from cotenant.model.workload import PodShape
 from cotenant.policies.placement import PLACEMENT
 
@@ -166,6 +166,8 @@ async def load(url: str, names: list[str], args: argparse.Namespace) -> dict[str
 
 def direct(args: argparse.Namespace) -> None:
     """Without HTTP: the CPU time of parsing, deciding and encoding a call, per verb."""
+    from cotenant.integrations.k8s.server import respond  # noqa: PLC0415 (not in older versions)
+
     server, names = build(args.nodes, args.fill, 0)
     ext = server.extender
     for verb in ("filter", "prioritize"):
