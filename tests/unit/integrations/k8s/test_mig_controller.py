@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cotenant.agent.backends import ManualClock
 from cotenant.errors import InputError
@@ -191,3 +193,73 @@ def test_bad_node_lists_are_one_line_errors(nodes: list[str], per_node: int,
                                             message: str) -> None:
     with pytest.raises(InputError, match=re.escape(message)):
         example(nodes, per_node)
+
+
+class CheckedNodes(FakeMigNodes):
+    """The fake, checking after every write that each service keeps its floor in rotation and,
+    if it had one today, a replica."""
+
+    rollout: Rollout
+    restored: set[str]
+
+    def _check(self) -> None:
+        rate = dict.fromkeys(self.rollout.services, 0.0)
+        count = dict.fromkeys(self.rollout.services, 0)
+        for change in self.rollout.changes:
+            if self.rotation[change.node]:
+                replicas = change.restore if change.node in self.restored else change.drain
+                for service, r in replicas:
+                    rate[service] += r
+                    count[service] += 1
+        for s, name in enumerate(self.rollout.services):
+            assert rate[name] >= self.rollout.floor[s] - 1e-6, (name, self.events)
+            assert count[name] >= 1 or self.rollout.replicas[s] == 0, (name, self.events)
+
+    def set_config(self, node: str, config: str) -> None:
+        super().set_config(node, config)
+        self._check()
+
+    def set_rotation(self, node: str, serving: bool) -> int:
+        if serving:
+            self.restored.add(node)
+        done = super().set_rotation(node, serving)
+        self._check()
+        return done
+
+
+SERVICES = ("s0", "s1", "s2")
+replica_lists = st.lists(st.tuples(st.sampled_from(SERVICES), st.integers(1, 100).map(float)),
+                         max_size=3).map(tuple)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(replica_lists, replica_lists), min_size=1, max_size=5),
+       st.lists(st.integers(0, 200).map(float), min_size=3, max_size=3))
+def test_no_rollout_ever_takes_a_service_below_its_floor(
+    nodes: list[tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]],
+    demand: list[float],
+) -> None:
+    changes = tuple(NodeChange(f"n{i}", f"c{i}", drain, restore, True)
+                    for i, (drain, restore) in enumerate(nodes))
+    today = {s: sum(r for c in changes for t, r in c.drain if t == s) for s in SERVICES}
+    count = {s: sum(1 for c in changes for t, _ in c.drain if t == s) for s in SERVICES}
+    rollout = Rollout(changes, SERVICES, tuple(today[s] for s in SERVICES),
+                      tuple(min(d, today[s]) for d, s in zip(demand, SERVICES, strict=True)),
+                      tuple(count[s] if d > 0 else 0 for d, s in zip(demand, SERVICES,
+                                                                      strict=True)), {})
+    clock = ManualClock()
+    fake = CheckedNodes(clock)
+    fake.rollout, fake.restored = rollout, set()
+    for change in changes:
+        fake.add_node(change.node, serving=bool(change.drain))
+    report = roll(rollout, fake, clock)
+    assert report.outcome is not None
+    if report.ok:
+        assert set(labelled(fake)) == {c.node for c in changes}
+    else:  # it stops only where every node left lacks slack
+        assert "cannot be drained" in report.outcome.reason
+        done = tuple(k for k, c in enumerate(changes) if c.node in fake.restored
+                     or (c.node in labelled(fake) and not c.restore))
+        for k, change in enumerate(changes):
+            if k not in done:
+                assert lacks_slack(rollout, Cursor(finished=done), change) is not None
