@@ -12,6 +12,7 @@ the error message.
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,7 @@ _SCAN: Callable[[str, int], tuple[Any, int]] = getattr(json.JSONDecoder(), "scan
 scanstring: Callable[[str, int], tuple[str, int]] = getattr(json.decoder, "scanstring")  # noqa: B009
 _SPACE = " \t\n\r"
 _seen: OrderedDict[str, list[Any]] = OrderedDict()
+_lock = threading.Lock()  # the HTTP server's threads share the memo
 
 
 def _skip(text: str, i: int) -> int:
@@ -35,15 +37,17 @@ def _names(text: str, i: int) -> tuple[Any, int]:
     """The array at ``text[i]``, from the memo when its text was decoded before."""
     close = text.find("]", i)
     raw = text[i:close + 1] if close > 0 else ""
-    cached = _seen.get(raw)
-    if cached is not None:
-        _seen.move_to_end(raw)
-        return cached, close + 1
+    with _lock:
+        cached = _seen.get(raw)
+        if cached is not None:
+            _seen.move_to_end(raw)
+            return cached, close + 1
     value, end = _SCAN(text, i)
     if end == close + 1 and isinstance(value, list):
-        _seen[raw] = value
-        if len(_seen) > MEMO:
-            _seen.popitem(last=False)
+        with _lock:
+            _seen[raw] = value
+            if len(_seen) > MEMO:
+                _seen.popitem(last=False)
     return value, end
 
 

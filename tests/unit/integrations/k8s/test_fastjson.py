@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -40,3 +41,15 @@ def test_a_remembered_list_is_not_taken_for_a_different_one() -> None:
     first = json.dumps({"NodeNames": ["a", "b"]}).encode()
     assert loads_args(first) == {"NodeNames": ["a", "b"]}
     assert loads_args(json.dumps({"NodeNames": ["a", "c"]}).encode()) == {"NodeNames": ["a", "c"]}
+
+
+def test_threads_sharing_the_memo_get_their_own_lists() -> None:
+    bodies = [json.dumps({"NodeNames": [f"n{k}-{i}" for i in range(20)]}).encode()
+              for k in range(40)]  # more lists than the memo holds: entries come and go
+
+    def read(k: int) -> bool:
+        return all(loads_args(bodies[(k + j) % 40]) == json.loads(bodies[(k + j) % 40])
+                   for j in range(200))
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(read, range(8)))
