@@ -3,7 +3,9 @@
 *filter* keeps the nodes that can host the pod now (CPU, memory, GPU room, MIG instances) and
 gives every other node a reason: ``FailedAndUnresolvableNodes`` where even an empty node could
 not host it (preempting pods would not help), ``FailedNodes`` otherwise, and a node the cache
-does not know always fails ("never silently passes a node").
+does not know always fails ("never silently passes a node"). A reason reads the same on every
+node, so kube-scheduler's "0/N nodes are available" message counts them. Both verbs work on
+the rows of the cache's node index as arrays: kube-scheduler sends thousands of names a call.
 
 *prioritize* asks the placement policy (FGD by default, the object the simulator uses) for its
 score and GPU on each feasible node. Extender scores are 0..10 and kube-scheduler breaks ties at

@@ -263,3 +263,14 @@ def test_no_rollout_ever_takes_a_service_below_its_floor(
         for k, change in enumerate(changes):
             if k not in done:
                 assert lacks_slack(rollout, Cursor(finished=done), change) is not None
+
+
+def test_a_node_whose_layouts_do_not_change_is_relabelled_without_a_drain() -> None:
+    same = NodeChange("a", "c0", (("svc", 100.0),), (("svc", 100.0),), False)
+    rollout = Rollout((same,), ("svc",), (100.0,), (100.0,), (1,), {})
+    clock = ManualClock()
+    fake = FakeMigNodes.for_rollout(rollout, clock)
+    report = roll(rollout, fake, clock)
+    assert report.ok
+    assert fake.events == ["label a=c0"]
+    assert fake.labels["a"][STATE_LABEL] == "success"

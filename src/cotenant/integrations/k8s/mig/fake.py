@@ -46,10 +46,13 @@ class FakeMigNodes:
     @classmethod
     def for_rollout(cls, rollout: Rollout, clock: Callable[[], float],
                     apply_s: float = 30.0) -> FakeMigNodes:
-        """The rollout's nodes, unlabelled, those with replicas today serving."""
+        """The rollout's nodes, unlabelled, those with replicas today serving; a node whose
+        layouts do not change already has its config's layout."""
         fake = cls(clock, apply_s=apply_s)
         for change in rollout.changes:
             fake.add_node(change.node, serving=bool(change.drain))
+            if not change.layout_changes:
+                fake.layouts[change.node] = change.config
         return fake
 
     def _node(self, name: str) -> dict[str, str]:
