@@ -9,28 +9,23 @@ an ``Error`` naming the problem, and a pod cotenant cannot schedule (an unknown 
 
 from __future__ import annotations
 
-import logging
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 from cotenant.errors import CotenantError
 from cotenant.integrations.k8s import wire
 from cotenant.integrations.k8s.extender import Extender
+from cotenant.integrations.k8s.httpserver import LoopServer
 from cotenant.integrations.k8s.resources import pod_request
 
-log = logging.getLogger(__name__)
 MAX_BODY = 64 << 20  # a NodeList of 5,000 nodes is a few MiB
 
 
-class ExtenderServer(ThreadingHTTPServer):
+class ExtenderServer(LoopServer):
     """Serves ``extender`` on ``(host, port)``; ``port=0`` picks a free one."""
 
-    daemon_threads = True
-
     def __init__(self, extender: Extender, host: str = "127.0.0.1", port: int = 8888) -> None:
-        super().__init__((host, port), _Handler)
         self.extender = extender
+        super().__init__(self._handle, host, port, max_body=MAX_BODY, blocking=_writes)
 
     @property
     def url(self) -> str:
@@ -42,43 +37,23 @@ class ExtenderServer(ThreadingHTTPServer):
         thread.start()
         return thread
 
+    def _handle(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        if method == "GET":
+            if path.rstrip("/") == "/healthz":
+                return 200, b'{"ok":true}'
+            return 404, wire.encode({"Error": f"no such path {path}"})
+        if method != "POST":
+            return 405, wire.encode({"Error": f"{method} is not served; POST a verb"})
+        return respond(self.extender, _verb(path), body)
 
-class _Handler(BaseHTTPRequestHandler):
-    server: ExtenderServer
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
 
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug(format, *args)
+def _verb(path: str) -> str:
+    return path.split("?", 1)[0].strip("/").rsplit("/", 1)[-1]
 
-    def _send(self, status: int, payload: object) -> None:
-        """The status line, headers and body in one write (two writes meet Nagle's algorithm
-        and the client's delayed ACK: tens of milliseconds per reply)."""
-        data = payload if isinstance(payload, bytes) else wire.encode(payload)
-        head = (f"{self.protocol_version} {status} {self.responses[status][0]}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n")
-        self.wfile.write(head.encode() + data)
 
-    def do_GET(self) -> None:
-        if self.path.rstrip("/") == "/healthz":
-            self._send(200, {"ok": True})
-        else:
-            self._send(404, {"Error": f"no such path {self.path}"})
-
-    def do_POST(self) -> None:
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = -1
-        if length < 0:
-            self._send(400, {"Error": "Content-Length must be a number of bytes >= 0"})
-            return
-        if length > MAX_BODY:
-            self._send(413, {"Error": f"body of {length} bytes is over {MAX_BODY}"})
-            return
-        body = self.rfile.read(length)
-        verb = self.path.strip("/").rsplit("/", 1)[-1]
-        self._send(*respond(self.server.extender, verb, body))
+def _writes(method: str, path: str) -> bool:
+    """bind writes to the API server: it runs off the loop."""
+    return method == "POST" and _verb(path) == "bind"
 
 
 def respond(extender: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
