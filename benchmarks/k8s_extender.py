@@ -219,7 +219,9 @@ def main() -> None:
           f"asked {args.rate:g} calls/s for {args.seconds:g} s on {args.connections} connections")
     print(f"done {calls / result['wall']:.1f} calls/s in {result['wall']:.1f} s, errors "
           f"{len(result['errors'])}; CPU per call: server {server_cpu / calls * 1e3:.3f} ms, "
-          f"client {client_cpu / calls * 1e3:.3f} ms")
+          f"client {client_cpu / calls * 1e3:.3f} ms; the server had "
+          f"{server_cpu / result['wall']:.0%} of a core, the client "
+          f"{client_cpu / result['wall']:.0%}")
     for verb, values in result["lat"].items():
         ms = np.array(values) * 1e3
         p50, p99 = np.percentile(ms, [50, 99])
