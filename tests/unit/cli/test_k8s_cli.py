@@ -95,3 +95,13 @@ def test_mig_missing_spec_is_one_line(capsys: Capsys, tmp_path: Path) -> None:
                        "--gpus-per-node", "1", "--dry-run")
     assert code == 2
     assert "cannot read" in assert_one_error_line(err)
+
+
+def test_mig_with_a_missing_kubeconfig_fails_before_planning(capsys: Capsys,
+                                                             tmp_path: Path) -> None:
+    code, _, err = run(capsys, "k8s", "mig", str(EXAMPLES / "serving-plan.yaml"), "--nodes",
+                       "a,b", "--gpus-per-node", "1", "--kubeconfig", str(tmp_path / "none"),
+                       "--mig-parted", str(tmp_path / "out.yaml"))
+    assert code == 2
+    assert "cannot load a Kubernetes configuration" in assert_one_error_line(err)
+    assert not (tmp_path / "out.yaml").exists()

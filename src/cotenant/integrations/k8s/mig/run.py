@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from cotenant.agent.backends import ManualClock
 from cotenant.errors import CotenantError, InputError
 from cotenant.integrations.k8s.mig.controller import (
     MigApi,
@@ -68,29 +69,18 @@ def prepare(job: MigJob) -> Rollout:
 
 
 def run_mig(job: MigJob, on_action: Callable[[float, Action], None]) -> RolloutReport:
-    rollout = prepare(job)
-    api: MigApi
+    """Plan and roll out ``job``; the cluster's configuration is loaded before planning, so a
+    bad kubeconfig fails at once."""
     if job.dry_run:
-        fake_clock = _Manual()
-        api = FakeMigNodes.for_rollout(rollout, fake_clock)
-        return run_rollout(rollout, api, fake_clock, fake_clock.advance, job.settings, on_action)
+        rollout = prepare(job)
+        fake_clock = ManualClock()  # moves only by the controller's sleeps: no time taken
+        fake = FakeMigNodes.for_rollout(rollout, fake_clock)
+        return run_rollout(rollout, fake, fake_clock, fake_clock.advance, job.settings,
+                           on_action)
     try:
         from cotenant.integrations.k8s.mig.client import ClientMigApi  # noqa: PLC0415
     except ImportError as exc:
         raise CotenantError(f"the Kubernetes integration needs {exc.name}",
                             hint="pip install 'cotenant[k8s]'") from None
-    api = ClientMigApi(job.kubeconfig)
-    return run_rollout(rollout, api, time.monotonic, time.sleep, job.settings, on_action)
-
-
-class _Manual:
-    """A clock that moves only by the controller's sleeps (a dry run takes no time)."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+    api: MigApi = ClientMigApi(job.kubeconfig)
+    return run_rollout(prepare(job), api, time.monotonic, time.sleep, job.settings, on_action)
