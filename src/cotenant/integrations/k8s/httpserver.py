@@ -3,7 +3,7 @@ request at a time per connection, the reply in one write with ``TCP_NODELAY``.
 
 kube-scheduler's extender client (Go's ``net/http``) posts JSON with a ``Content-Length`` and
 reuses its connections, which is all this serves. The standard library's threaded server spent
-about a third of a call's CPU on the thread and header machinery; here a call costs the
+about a fifth of a call's CPU on the thread and header machinery; here a call costs the
 parsing of a request line and a few headers. Handlers are plain functions ``(method, path,
 body) -> (status, reply bytes)``; a blocking one (the bind verb writes to the API server)
 runs on a worker thread, so the loop keeps serving the others.
