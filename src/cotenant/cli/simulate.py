@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from typing import Annotated
 
 import typer
@@ -21,6 +20,9 @@ from cotenant.cli.options import (
     ParamsOpt,
     PodsOpt,
     PolicyOpt,
+    RayOpt,
+    WorkersOpt,
+    executor_for,
     placement_policies,
 )
 from cotenant.cli.progress import announce, count, progress_bar
@@ -78,7 +80,8 @@ def fragmentation(
                             help="arrived GPU demand to reach, x capacity")
     ] = 1.3,
     report_at: Annotated[int, typer.Option(help="arrived demand (%) for the summary")] = 100,
-    workers: Annotated[int | None, typer.Option(min=1, help="processes (default: CPUs)")] = None,
+    workers: WorkersOpt = None,
+    ray: RayOpt = None,
     params: ParamsOpt = None,
     synthetic_pods: Annotated[int | None, typer.Option(min=1, max=MAX_SYNTHETIC)] = None,
     synthetic_nodes: Annotated[int | None, typer.Option(min=1, max=MAX_SYNTHETIC)] = None,
@@ -122,10 +125,11 @@ def fragmentation(
     config = FragmentationConfig(demand_multiple=demand)
     seed_list = list(range(seed_start, seed_start + seeds))
     total = len(names) * len(seed_list)
-    processes = min(total, workers or os.cpu_count() or 1)  # as run_matrix spreads them
-    announce(f"{count(total, 'run')} ({count(len(names), 'policy', 'policies')} x "
-             f"{count(len(seed_list), 'seed')}) in {count(processes, 'process', 'processes')}")
-    with progress_bar(json_out) as progress:
+    with executor_for(ray, workers) as executor, progress_bar(json_out) as progress:
+        where = (f"on Ray ({ray})" if ray else "in " + count(
+            min(total, executor.workers), "process", "processes"))
+        announce(f"{count(total, 'run')} ({count(len(names), 'policy', 'policies')} x "
+                 f"{count(len(seed_list), 'seed')}) {where}")
         task = progress.add_task("simulating", total=total)
 
         def done(run: FragmentationRun) -> None:
@@ -133,7 +137,7 @@ def fragmentation(
 
         runs = run_matrix(
             workload.cluster, workload.pods, names, seed_list, config,
-            workers=workers, on_done=done,
+            on_done=done, executor=executor,
         )
         optima: list[BoundPoint] = []
         if bound_points:
