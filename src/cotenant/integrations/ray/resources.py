@@ -70,6 +70,7 @@ class RayRequest:
     env: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        gpu_resource(self.gpu)  # a valid index
         if not (0.0 < self.fraction <= 1.0):
             raise InputError(f"GPU {self.gpu}", f"a fraction of {self.fraction:g} must be in "
                              "(0, 1]")
