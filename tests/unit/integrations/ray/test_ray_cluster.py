@@ -4,6 +4,7 @@ the agent's MPS environment. Skipped where ray is not installed."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from cotenant.sim.sweep.executor import LocalExecutor, RunFailure
 from cotenant.sim.sweep.run import plan, run_sweep
 from cotenant.sim.sweep.simulators import run_point
 from cotenant.sim.sweep.spec import Sweep
+from tests.unit.cli.test_cli import run
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
@@ -108,3 +110,15 @@ def test_two_half_gpu_actors_share_one_gpu_with_the_agents_mps_env(
     finally:
         for a in actors:
             ray.kill(a)
+
+
+def test_the_cli_on_ray_prints_what_the_local_pool_prints(
+        cluster: RayExecutor, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("simulate", "--synthetic-pods", "300", "--synthetic-nodes", "30", "-p", "fgd",
+            "-p", "best-fit", "--seeds", "2", "--json")
+    code, on_ray, stderr = run(capsys, *argv, "--ray", "auto")
+    assert code == 0, stderr
+    assert "4 runs (2 policies x 2 seeds) on Ray (auto)" in stderr
+    code, local, _ = run(capsys, *argv, "--workers", "2")
+    assert code == 0
+    assert json.loads(on_ray) == json.loads(local)
