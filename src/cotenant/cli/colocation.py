@@ -105,10 +105,6 @@ def colocation(
     if run_frontier and policy:
         raise InputError("--frontier", "runs every policy setting itself",
                          hint="leave out -p/--policy")
-    if (workers is not None or ray is not None) and not (run_frontier or (
-            config is not None and ColocationScenario.load(config).frontier)):
-        raise InputError("--workers/--ray", "spread the frontier's runs; the side-by-side "
-                         "policies run in this process", hint="add --frontier")
     scenario = ColocationScenario.load(config) if config is not None else ColocationScenario()
     specs = None
     if policy:
@@ -118,6 +114,9 @@ def colocation(
         pods=pods, nodes=nodes, load=load, memory=memory, seed=seed, hours=hours, gpus=gpus,
         load_scale=load_scale, slo_multiple=slo_multiple, reaction_s=reaction_s,
         calibration=calibration, policies=specs, frontier=run_frontier or None)
+    if (workers is not None or ray is not None) and not scenario.frontier:
+        raise InputError("--workers/--ray", "spread the frontier's runs; the side-by-side "
+                         "policies run in this process", hint="add --frontier")
     policies = scenario.build_policies()  # bad parameters fail before the workload is built
     notes: list[str] = []
     work = workload_of(scenario, notes)

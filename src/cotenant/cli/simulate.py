@@ -27,6 +27,8 @@ from cotenant.cli.options import (
 )
 from cotenant.cli.progress import announce, count, progress_bar
 from cotenant.errors import InputError
+from cotenant.model.cluster import Cluster
+from cotenant.model.workload import Pod
 from cotenant.report.html import Figure, HtmlTable, render_report
 from cotenant.report.output import ReportDir
 from cotenant.report.plots import allocation_plot, fragmentation_plot
@@ -47,6 +49,7 @@ from cotenant.sim.bound import (
 )
 from cotenant.sim.experiment import PolicySummary, run_matrix, summarise
 from cotenant.sim.fragmentation import FragmentationConfig, FragmentationRun, check_gpu_demand
+from cotenant.sim.sweep.executor import Executor
 from cotenant.traces.source import load_workload
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -125,31 +128,13 @@ def fragmentation(
     config = FragmentationConfig(demand_multiple=demand)
     seed_list = list(range(seed_start, seed_start + seeds))
     total = len(names) * len(seed_list)
-    with executor_for(ray, workers) as executor, progress_bar(json_out) as progress:
+    with executor_for(ray, workers) as executor:
         where = (f"on Ray ({ray})" if ray else "in " + count(
             min(total, executor.workers), "process", "processes"))
         announce(f"{count(total, 'run')} ({count(len(names), 'policy', 'policies')} x "
                  f"{count(len(seed_list), 'seed')}) {where}")
-        task = progress.add_task("simulating", total=total)
-
-        def done(run: FragmentationRun) -> None:
-            progress.update(task, advance=1, description=f"{run.policy} seed {run.seed}")
-
-        runs = run_matrix(
-            workload.cluster, workload.pods, names, seed_list, config,
-            on_done=done, executor=executor,
-        )
-        optima: list[BoundPoint] = []
-        if bound_points:
-            task = progress.add_task("offline optimum", total=len(seed_list) * len(bound_points))
-
-            def solved(point: BoundPoint) -> None:
-                progress.update(task, advance=1, description=f"optimum seed {point.seed} "
-                                f"at {point.percent}%")
-
-            optima = run_bounds(workload.cluster, workload.pods, seed_list, bound_points,
-                                config, time_limit=bound_time_limit, workers=workers,
-                                on_done=solved)
+        runs, optima = _run(workload.cluster, workload.pods, names, seed_list, config,
+                            bound_points, bound_time_limit, executor, json_out)
     summary = summarise(runs, report_at)
     bounds = summarise_bounds(optima)
     at_report = next((b for b in bounds if b.percent == report_at), None)
@@ -194,6 +179,32 @@ def fragmentation(
                 "cotenant: fragmentation experiment", settings, [table], figures))
         Console(stderr=True).print(f"report: {out / 'index.html'}")
 
+
+
+def _run(cluster: Cluster, pods: list[Pod], names: list[str], seed_list: list[int],
+         config: FragmentationConfig, bound_points: list[int], bound_time_limit: float,
+         executor: Executor, json_out: bool) -> tuple[list[FragmentationRun], list[BoundPoint]]:
+    """The policy runs, then the optima, on ``executor`` under one progress bar."""
+    with progress_bar(json_out) as progress:
+        task = progress.add_task("simulating", total=len(names) * len(seed_list))
+
+        def done(run: FragmentationRun) -> None:
+            progress.update(task, advance=1, description=f"{run.policy} seed {run.seed}")
+
+        runs = run_matrix(cluster, pods, names, seed_list, config, on_done=done,
+                          executor=executor)
+        optima: list[BoundPoint] = []
+        if bound_points:
+            task = progress.add_task("offline optimum", total=len(seed_list) * len(bound_points))
+
+            def solved(point: BoundPoint) -> None:
+                progress.update(task, advance=1, description=f"optimum seed {point.seed} "
+                                f"at {point.percent}%")
+
+            optima = run_bounds(cluster, pods, seed_list, bound_points, config,
+                                time_limit=bound_time_limit, on_done=solved,
+                                executor=executor)
+    return runs, optima
 
 
 def _document(
