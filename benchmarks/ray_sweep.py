@@ -10,7 +10,8 @@
   embedded synthetic workload) and the first ``--settings`` of the co-location frontier's
   settings (the dynamic policies', then the baselines') plus dedicated on the synthetic
   workload (``--gpus`` online GPUs x ``--hours``). The results are checked
-  to be equal on every executor.
+  to be equal on every executor. ``--repeat`` runs the executors in turn that many times
+  (a machine shared with other work slows whichever runs in a busy spell).
 
     .venv/bin/python benchmarks/ray_sweep.py --only overhead
     .venv/bin/python benchmarks/ray_sweep.py --only sweeps [--gpus 2000 --hours 6]
@@ -101,8 +102,8 @@ def _same_runs(a: list[Any], b: list[Any]) -> bool:
                and np.array_equal(x.frag_milli, y.frag_milli) for x, y in zip(a, b, strict=True))
 
 
-def sweeps(cpus: int, seeds: int, gpus: int, hours: float,
-           settings_n: int) -> dict[str, object]:
+def sweeps(cpus: int, seeds: int, gpus: int, hours: float, settings_n: int,
+           repeat: int) -> dict[str, object]:
     source = load_workload()
     seed_list = list(range(42, 42 + seeds))
     scenario = ColocationScenario(seed=42, workload=WorkloadSpec(gpus=gpus, hours=hours))
@@ -119,18 +120,23 @@ def sweeps(cpus: int, seeds: int, gpus: int, hours: float,
         return frontier(work, 42, scenario.config(), runs, executor=executor)
 
     for name, job in (("placement", placement), ("frontier", front)):
-        serial_s, reference = _timed(job, SerialExecutor())
-        pool_s, pooled = _timed(job, LocalExecutor(cpus))
-        start_s, executor = ray_start(cpus)
-        try:
-            ray_s, on_ray = _timed(job, executor)
-        finally:
-            executor.close()
-        same = (_same_runs(reference, pooled) and _same_runs(reference, on_ray)
-                if name == "placement" else reference == pooled == on_ray)
-        out[name] = {"one_process_s": round(serial_s, 1), "local_pool_s": round(pool_s, 1),
-                     "ray_start_s": round(start_s, 1), "ray_s": round(ray_s, 1),
-                     "ray_with_start_s": round(start_s + ray_s, 1), "same_results": same}
+        walls: dict[str, list[float]] = {"one_process_s": [], "local_pool_s": [],
+                                          "ray_start_s": [], "ray_s": []}
+        same = True
+        for _ in range(repeat):  # the executors in turn, so a busy spell hits each alike
+            serial_s, reference = _timed(job, SerialExecutor())
+            pool_s, pooled = _timed(job, LocalExecutor(cpus))
+            start_s, executor = ray_start(cpus)
+            try:
+                ray_s, on_ray = _timed(job, executor)
+            finally:
+                executor.close()
+            same = same and (_same_runs(reference, pooled) and _same_runs(reference, on_ray)
+                             if name == "placement" else reference == pooled == on_ray)
+            for key, value in zip(walls, (serial_s, pool_s, start_s, ray_s), strict=True):
+                walls[key].append(round(value, 1))
+        out[name] = {**{key: {"min": min(v), "median": float(np.median(v)), "all": v}
+                        for key, v in walls.items()}, "same_results": same}
     return out
 
 
@@ -143,15 +149,19 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=2000)
     parser.add_argument("--hours", type=float, default=6.0)
     parser.add_argument("--settings", type=int, default=21)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="sweeps: rounds of every executor in turn (min and median)")
     args = parser.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load_before = os.getloadavg()[0]
     result = (overhead(args.tasks, args.cpus) if args.only == "overhead"
-              else sweeps(args.cpus, args.seeds, args.gpus, args.hours, args.settings))
+              else sweeps(args.cpus, args.seeds, args.gpus, args.hours, args.settings,
+                          args.repeat))
     ray = import_ray()
     print(json.dumps({"started": started, "machine": f"{platform.machine()}, "
                       f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
-                      f"Ray {ray.__version__}, load average at the end "
-                      f"{os.getloadavg()[0]:.1f}", "result": result}, indent=1))
+                      f"Ray {ray.__version__}, load average {load_before:.1f} at the start, "
+                      f"{os.getloadavg()[0]:.1f} at the end", "result": result}, indent=1))
 
 
 if __name__ == "__main__":

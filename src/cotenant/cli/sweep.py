@@ -68,11 +68,14 @@ def run(
             if stream is not None:
                 stream.close()
     document = {"simulator": sweep.simulator, "workload": planned.description,
-                "runs": [r.as_dict() for r in results]}
+                "notes": planned.notes, "runs": [r.as_dict() for r in results]}
     if json_out:
         typer.echo(json.dumps(document, indent=2, default=str))
     else:
-        Console().print(_table(planned, results))
+        console = Console()
+        for note in planned.notes:
+            console.print(note)
+        console.print(_table(planned, results))
     if out is not None:
         headers, rows = _rows(planned, results)
         with ReportDir(out) as report:
@@ -82,7 +85,8 @@ def run(
                                                        "workload": planned.description,
                                                        "runs": len(results)},
                 [HtmlTable(headers, rows, caption="Each run's settings and summary "
-                           f"(every figure in sweep.json, as they finished in {STREAM}).")]))
+                           f"(every figure in sweep.json, as they finished in {STREAM}).")],
+                notes=planned.notes))
         err.print(f"report: {out / 'index.html'}")
     failed = [(label(r.settings), RunFailure(r.index, r.error or "")) for r in results
               if not r.ok]

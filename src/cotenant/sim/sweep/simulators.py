@@ -46,6 +46,8 @@ class Plan:
     inputs: list[Any] = field(default_factory=list)
     description: str = ""
     columns: tuple[str, ...] = ()
+    notes: list[str] = field(default_factory=list)
+    """What building the inputs read, kept and rejected (each line once)."""
     """The figures of a run's summary a table shows."""
 
 
@@ -128,6 +130,7 @@ class ColocationSweep:
                 keys[drawn] = len(plan.inputs)
                 plan.inputs.append(workload_of(scenario, notes))
                 plan.description = plan.inputs[-1].description
+                plan.notes += [n for n in notes if n not in plan.notes]
             plan.tasks.append(("colocation", keys[drawn], (policy, scenario.seed,
                                                             scenario.config())))
         return plan
@@ -142,6 +145,8 @@ _PLACEMENT_KEYS = {"pods": "pods", "nodes": "nodes", "params": "params",
                    "demand": "demand", "reportAt": "report_at"}
 _PATHS = ("pods", "nodes", "params")
 _INPUTS = ("pods", "nodes", "params", "synthetic_pods", "synthetic_nodes")
+MAX_DRAW = 1_000_000
+"""Synthetic pods or nodes drawn at most (as ``cotenant simulate``)."""
 
 
 @SIMULATORS.register("placement", aliases=("fragmentation",))
@@ -199,7 +204,10 @@ class PlacementSweep:
                 raise InputError(f"{where}.{name}", "must be a path")
             path = Path(value)
             return base / path if base is not None and not path.is_absolute() else path
-        return int(_number(value, f"{where}.{name}", 1, 1_000_000))
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DRAW:
+            raise InputError(f"{where}.{name}", f"must be an integer in 1..{MAX_DRAW:,}, got "
+                             f"{value!r}")
+        return value
 
     def run(self, inputs: Any, task: Any) -> dict[str, object]:
         cluster, pods = inputs
