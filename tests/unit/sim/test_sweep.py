@@ -11,9 +11,11 @@ import pytest
 from cotenant.errors import CotenantError, InputError
 from cotenant.model.cluster import Cluster
 from cotenant.model.workload import Pod
-from cotenant.sim.colocation.frontier import frontier, settings
+from cotenant.sim.colocation.frontier import FrontierPoint, frontier, settings
+from cotenant.sim.colocation.run import run_colocation
 from cotenant.sim.colocation.workload import synthetic_workload
 from cotenant.sim.experiment import run_matrix
+from cotenant.sim.fragmentation import run_fragmentation
 from cotenant.sim.sweep.executor import (
     LocalExecutor,
     RunFailure,
@@ -60,6 +62,9 @@ def test_the_frontier_is_the_same_in_a_pool_as_in_process() -> None:
     pooled = frontier(w, 3, runs=runs, executor=LocalExecutor(2),
                       on_run=lambda name, _: finished.append(name))
     assert pooled == serial  # every float equal, not approximately
+    floor = run_colocation(w, "dedicated", 3).violation_pct  # as the frontier was defined
+    assert serial == (floor, [FrontierPoint.of(run_colocation(w, p, 3), label, floor)
+                              for label, p in runs])
     assert sorted(finished) == sorted(["dedicated", *(p.name for _, p in runs)])
 
 
@@ -68,6 +73,8 @@ def test_the_placement_study_is_the_same_whatever_the_executor(
     cluster, pods = synthetic_workload
     a = run_matrix(cluster, pods, ["fgd", "random"], [1, 2], executor=SerialExecutor())
     b = run_matrix(cluster, pods, ["fgd", "random"], [1, 2], executor=LocalExecutor(2))
+    direct = run_fragmentation(cluster, pods, "random", 2)
+    assert np.array_equal(b[3].used_milli, direct.used_milli)
     for x, y in zip(a, b, strict=True):
         assert (x.policy, x.seed) == (y.policy, y.seed)
         assert np.array_equal(x.used_milli, y.used_milli)
