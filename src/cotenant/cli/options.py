@@ -52,7 +52,7 @@ RayOpt = Annotated[
         "--ray", metavar="auto|local|ADDRESS",
         help="run on a Ray cluster: auto (the one this machine knows, else a new local one), "
         "local (a new local one) or a cluster's address (ray://head:10001); needs "
-        "cotenant[ray]")
+        "the ray extra")
 ]
 
 

@@ -16,6 +16,7 @@ from typing import IO, Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from cotenant.cli.options import JsonOpt, OutOpt, RayOpt, WorkersOpt, executor_for
 from cotenant.cli.progress import announce, count, progress_bar
@@ -43,7 +44,7 @@ def run(
     """Run every combination of a sweep's grid, once per seed, and summarise each run."""
     sweep = Sweep.load(file)
     planned = plan(sweep)  # every setting checked, the inputs built, before any run
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, markup=False)
     with executor_for(ray, workers) as executor:
         where = f"Ray ({ray})" if ray else count(min(executor.workers, len(planned.tasks)),
                                                  "process", "processes")
@@ -121,5 +122,5 @@ def _table(planned: Plan, results: list[SweepResult]) -> Table:
     for h in headers:
         table.add_column(h, justify="left" if h in planned.points[0] else "right")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))  # an error's text is not markup
     return table
