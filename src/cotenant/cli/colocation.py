@@ -17,7 +17,15 @@ import typer
 from rich.console import Console
 
 from cotenant.cli.checks import finite, once_each
-from cotenant.cli.options import JsonOpt, NodesOpt, OutOpt, PodsOpt
+from cotenant.cli.options import (
+    JsonOpt,
+    NodesOpt,
+    OutOpt,
+    PodsOpt,
+    RayOpt,
+    WorkersOpt,
+    executor_for,
+)
 from cotenant.cli.progress import announce, count, progress_bar
 from cotenant.errors import InputError
 from cotenant.policies.colocation import COLOCATION
@@ -47,6 +55,7 @@ from cotenant.sim.colocation.scenario import (
     PolicySpec,
 )
 from cotenant.sim.colocation.workload import ColocationWorkload
+from cotenant.sim.sweep.executor import Executor
 
 app = typer.Typer()
 
@@ -82,6 +91,8 @@ def colocation(
     run_frontier: Annotated[bool, typer.Option(
         "--frontier", help="every setting of every policy: offline work against late "
         "requests")] = False,
+    workers: WorkersOpt = None,
+    ray: RayOpt = None,
     json_out: JsonOpt = False,
     out: OutOpt = None,
 ) -> None:
@@ -103,13 +114,17 @@ def colocation(
         pods=pods, nodes=nodes, load=load, memory=memory, seed=seed, hours=hours, gpus=gpus,
         load_scale=load_scale, slo_multiple=slo_multiple, reaction_s=reaction_s,
         calibration=calibration, policies=specs, frontier=run_frontier or None)
+    if (workers is not None or ray is not None) and not scenario.frontier:
+        raise InputError("--workers/--ray", "spread the frontier's runs; the side-by-side "
+                         "policies run in this process", hint="add --frontier")
     policies = scenario.build_policies()  # bad parameters fail before the workload is built
     notes: list[str] = []
     work = workload_of(scenario, notes)
     err = Console(stderr=True)
     about = _settings(scenario, work)
     if scenario.frontier:
-        _frontier(scenario, work, about, notes, json_out, out, err)
+        with executor_for(ray, workers) as executor:
+            _frontier(scenario, work, about, notes, json_out, out, err, executor)
         return
     runs: list[ColocationRun] = []
     announce(f"{count(len(policies), 'run')} ({', '.join(p.name for p in policies)}) of "
@@ -167,18 +182,21 @@ def _settings(s: ColocationScenario, work: ColocationWorkload) -> dict[str, obje
 
 
 def _frontier(s: ColocationScenario, work: ColocationWorkload, about: dict[str, object],
-              notes: list[str], json_out: bool, out: Path | None, err: Console) -> None:
+              notes: list[str], json_out: bool, out: Path | None, err: Console,
+              executor: Executor) -> None:
     runs = settings()
     announce(f"frontier: {len(runs) + 1} runs of {work.gpus:,} online GPUs x "
-             f"{work.intervals:,} intervals (dedicated first, as the reference); the bar "
-             "estimates the time left as they finish")
+             f"{work.intervals:,} intervals (dedicated, the reference, among them) on "
+             f"{count(min(executor.workers, len(runs) + 1), 'worker')}; the bar estimates "
+             "the time left as they finish")
     with progress_bar(json_out) as progress:
         task = progress.add_task("frontier", total=len(runs) + 1)
 
         def advance(name: str, label: str) -> None:
             progress.update(task, advance=1, description=f"{name} {label}")
 
-        floor, points = frontier(work, s.seed, s.config(), runs, on_run=advance)
+        floor, points = frontier(work, s.seed, s.config(), runs, on_run=advance,
+                                 executor=executor)
     about["dedicated late requests (%)"] = round(floor, 3)
     found = verdict(points)
     for v in found:

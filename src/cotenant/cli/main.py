@@ -22,6 +22,8 @@ from cotenant.errors import CotenantError
 COMMANDS: dict[str, tuple[str, str]] = {  # in the order --help lists them
     "policies": ("cotenant.cli.policies", "List the registered placement policies."),
     "simulate": ("cotenant.cli.simulate", "Run the trace-driven simulator."),
+    "sweep": ("cotenant.cli.sweep",
+              "Sweeps: many runs of a simulator, here or on a Ray cluster."),
     "trace": ("cotenant.cli.trace", "Inspect and fit cluster traces."),
     "mig": ("cotenant.cli.mig", "MIG profiles and layouts."),
     "plan": ("cotenant.cli.plan", "Plan GPU partitions."),

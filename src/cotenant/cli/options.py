@@ -1,14 +1,20 @@
-"""Typer option types shared by the ``simulate`` commands."""
+"""Typer option types shared by the ``simulate`` and ``sweep`` commands, and the sweep
+executor the ``--workers``/``--ray`` options choose."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from cotenant.cli.checks import dir_option, once_each
+from cotenant.errors import InputError
+from cotenant.integrations.ray.executor import RayExecutor
 from cotenant.policies.placement import PLACEMENT
+from cotenant.sim.sweep.executor import Executor, local_executor
 
 DEFAULT_POLICIES = [
     "random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd", "cotenant-pack"
@@ -38,3 +44,29 @@ ParamsOpt = Annotated[
 def placement_policies(names: list[str] | None) -> list[str]:
     """The placement policies asked for (their canonical names), each once."""
     return once_each([PLACEMENT.canonical(n) for n in (names or DEFAULT_POLICIES)], "--policy")
+WorkersOpt = Annotated[
+    int | None, typer.Option(min=1, help="processes of the local pool (default: CPUs)")
+]
+RayOpt = Annotated[
+    str | None, typer.Option(
+        "--ray", metavar="auto|local|ADDRESS",
+        help="run on a Ray cluster: auto (the one this machine knows, else a new local one), "
+        "local (a new local one) or a cluster's address (ray://head:10001); needs "
+        "the ray extra")
+]
+
+
+@contextmanager
+def executor_for(ray: str | None, workers: int | None) -> Iterator[Executor]:
+    """The sweep executor the options ask for: a local pool of ``workers`` processes, or a
+    Ray cluster (shut down afterwards where this command started it)."""
+    if ray is None:
+        yield local_executor(workers)
+        return
+    if workers is not None:
+        raise InputError("--workers", "sizes the local pool; on Ray every CPU of the cluster "
+                         "runs", hint="leave out --workers or --ray")
+    if not ray.strip():
+        raise InputError("--ray", "must be auto, local or a cluster's address")
+    with RayExecutor(ray.strip()) as executor:
+        yield executor

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from typing import Annotated
 
 import typer
@@ -21,10 +20,15 @@ from cotenant.cli.options import (
     ParamsOpt,
     PodsOpt,
     PolicyOpt,
+    RayOpt,
+    WorkersOpt,
+    executor_for,
     placement_policies,
 )
 from cotenant.cli.progress import announce, count, progress_bar
 from cotenant.errors import InputError
+from cotenant.model.cluster import Cluster
+from cotenant.model.workload import Pod
 from cotenant.report.html import Figure, HtmlTable, render_report
 from cotenant.report.output import ReportDir
 from cotenant.report.plots import allocation_plot, fragmentation_plot
@@ -45,6 +49,7 @@ from cotenant.sim.bound import (
 )
 from cotenant.sim.experiment import PolicySummary, run_matrix, summarise
 from cotenant.sim.fragmentation import FragmentationConfig, FragmentationRun, check_gpu_demand
+from cotenant.sim.sweep.executor import Executor
 from cotenant.traces.source import load_workload
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -78,7 +83,8 @@ def fragmentation(
                             help="arrived GPU demand to reach, x capacity")
     ] = 1.3,
     report_at: Annotated[int, typer.Option(help="arrived demand (%) for the summary")] = 100,
-    workers: Annotated[int | None, typer.Option(min=1, help="processes (default: CPUs)")] = None,
+    workers: WorkersOpt = None,
+    ray: RayOpt = None,
     params: ParamsOpt = None,
     synthetic_pods: Annotated[int | None, typer.Option(min=1, max=MAX_SYNTHETIC)] = None,
     synthetic_nodes: Annotated[int | None, typer.Option(min=1, max=MAX_SYNTHETIC)] = None,
@@ -122,30 +128,13 @@ def fragmentation(
     config = FragmentationConfig(demand_multiple=demand)
     seed_list = list(range(seed_start, seed_start + seeds))
     total = len(names) * len(seed_list)
-    processes = min(total, workers or os.cpu_count() or 1)  # as run_matrix spreads them
-    announce(f"{count(total, 'run')} ({count(len(names), 'policy', 'policies')} x "
-             f"{count(len(seed_list), 'seed')}) in {count(processes, 'process', 'processes')}")
-    with progress_bar(json_out) as progress:
-        task = progress.add_task("simulating", total=total)
-
-        def done(run: FragmentationRun) -> None:
-            progress.update(task, advance=1, description=f"{run.policy} seed {run.seed}")
-
-        runs = run_matrix(
-            workload.cluster, workload.pods, names, seed_list, config,
-            workers=workers, on_done=done,
-        )
-        optima: list[BoundPoint] = []
-        if bound_points:
-            task = progress.add_task("offline optimum", total=len(seed_list) * len(bound_points))
-
-            def solved(point: BoundPoint) -> None:
-                progress.update(task, advance=1, description=f"optimum seed {point.seed} "
-                                f"at {point.percent}%")
-
-            optima = run_bounds(workload.cluster, workload.pods, seed_list, bound_points,
-                                config, time_limit=bound_time_limit, workers=workers,
-                                on_done=solved)
+    with executor_for(ray, workers) as executor:
+        where = (f"on Ray ({ray})" if ray else "in " + count(
+            min(total, executor.workers), "process", "processes"))
+        announce(f"{count(total, 'run')} ({count(len(names), 'policy', 'policies')} x "
+                 f"{count(len(seed_list), 'seed')}) {where}")
+        runs, optima = _run(workload.cluster, workload.pods, names, seed_list, config,
+                            bound_points, bound_time_limit, executor, json_out)
     summary = summarise(runs, report_at)
     bounds = summarise_bounds(optima)
     at_report = next((b for b in bounds if b.percent == report_at), None)
@@ -190,6 +179,32 @@ def fragmentation(
                 "cotenant: fragmentation experiment", settings, [table], figures))
         Console(stderr=True).print(f"report: {out / 'index.html'}")
 
+
+
+def _run(cluster: Cluster, pods: list[Pod], names: list[str], seed_list: list[int],
+         config: FragmentationConfig, bound_points: list[int], bound_time_limit: float,
+         executor: Executor, json_out: bool) -> tuple[list[FragmentationRun], list[BoundPoint]]:
+    """The policy runs, then the optima, on ``executor`` under one progress bar."""
+    with progress_bar(json_out) as progress:
+        task = progress.add_task("simulating", total=len(names) * len(seed_list))
+
+        def done(run: FragmentationRun) -> None:
+            progress.update(task, advance=1, description=f"{run.policy} seed {run.seed}")
+
+        runs = run_matrix(cluster, pods, names, seed_list, config, on_done=done,
+                          executor=executor)
+        optima: list[BoundPoint] = []
+        if bound_points:
+            task = progress.add_task("offline optimum", total=len(seed_list) * len(bound_points))
+
+            def solved(point: BoundPoint) -> None:
+                progress.update(task, advance=1, description=f"optimum seed {point.seed} "
+                                f"at {point.percent}%")
+
+            optima = run_bounds(cluster, pods, seed_list, bound_points, config,
+                                time_limit=bound_time_limit, on_done=solved,
+                                executor=executor)
+    return runs, optima
 
 
 def _document(

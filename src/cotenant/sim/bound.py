@@ -6,15 +6,12 @@ to x% (:meth:`FragmentationRun.curve`). The optimum is taken for every pod arriv
 of those arrivals, so it bounds the allocation after each of them and hence their mean: a
 policy's gap to it is at least its gap to the optimum at exactly x%. The pods arrive in the
 order the experiment draws from the seed, the same for every policy (:func:`arrival_order`).
-Bounds are independent per seed and point, so they run in a process pool like the policy
-runs.
+Bounds are independent per seed, so they run on a sweep executor like the policy runs.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +26,7 @@ from cotenant.sim.fragmentation import (
     check_gpu_demand,
     point_window,
 )
+from cotenant.sim.sweep.executor import Executor, RunFailure, local_executor, results
 
 DEFAULT_TIME_LIMIT = 10.0
 """Seconds HiGHS may spend on one bound before it answers with its best dual bound."""
@@ -97,17 +95,12 @@ def bound_points(
     return out
 
 
-_WORKER: dict[str, tuple[Cluster, Sequence[Pod], FragmentationConfig, float]] = {}
+BoundInputs = tuple[Cluster, Sequence[Pod], FragmentationConfig, float, Sequence[int]]
 
 
-def _init_worker(
-    cluster: Cluster, pods: Sequence[Pod], config: FragmentationConfig, time_limit: float
-) -> None:
-    _WORKER["args"] = (cluster, pods, config, time_limit)
-
-
-def _run_one(seed: int, percents: Sequence[int]) -> list[BoundPoint]:
-    cluster, pods, config, time_limit = _WORKER["args"]
+def bound_run(inputs: BoundInputs, seed: int) -> list[BoundPoint]:
+    """One seed's bounds at every point (a sweep's unit of work)."""
+    cluster, pods, config, time_limit, percents = inputs
     return bound_points(cluster, pods, seed, percents, config, time_limit)
 
 
@@ -121,28 +114,22 @@ def run_bounds(
     time_limit: float = DEFAULT_TIME_LIMIT,
     workers: int | None = None,
     on_done: Callable[[BoundPoint], None] | None = None,
+    executor: Executor | None = None,
 ) -> list[BoundPoint]:
-    """Every (seed, point), ordered by seed then point."""
+    """Every (seed, point), ordered by seed then point, by ``executor`` (default: a local
+    pool of ``workers`` processes)."""
     check_gpu_demand(pods)
-    workers = min(len(seeds), workers or os.cpu_count() or 1)
-    results: dict[int, list[BoundPoint]] = {}
-    if workers <= 1:
-        for seed in seeds:
-            results[seed] = bound_points(cluster, pods, seed, percents, config, time_limit)
-            for point in results[seed]:
-                if on_done:
-                    on_done(point)
-    else:
-        with ProcessPoolExecutor(
-            workers, initializer=_init_worker, initargs=(cluster, pods, config, time_limit)
-        ) as pool:
-            futures = {pool.submit(_run_one, seed, list(percents)): seed for seed in seeds}
-            for future in as_completed(futures):
-                results[futures[future]] = future.result()
-                for point in results[futures[future]]:
-                    if on_done:
-                        on_done(point)
-    return [point for seed in seeds for point in results[seed]]
+
+    def done(_: int, points: list[BoundPoint] | RunFailure) -> None:
+        if on_done is not None and not isinstance(points, RunFailure):
+            for point in points:
+                on_done(point)
+
+    chosen = executor or local_executor(workers)
+    outcomes = chosen.map(bound_run, (cluster, pods, config, time_limit, list(percents)),
+                          list(seeds), on_done=done)
+    per_seed = results(outcomes, [f"offline optimum seed {s}" for s in seeds])
+    return [point for points in per_seed for point in points]
 
 
 @dataclass(frozen=True)

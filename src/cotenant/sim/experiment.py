@@ -1,16 +1,14 @@
-"""Runs the fragmentation experiment over policies x seeds, in parallel processes, and
-summarises it.
+"""Runs the fragmentation experiment over policies x seeds, as a sweep, and summarises it.
 
-Each (policy, seed) run is independent and deterministic, so runs are spread over a process
-pool (the cluster and pods are sent once per worker) and the results are the same whatever the
-number of workers.
+Each (policy, seed) run is independent and deterministic, so runs are spread by a sweep
+executor (:mod:`cotenant.sim.sweep`: a local process pool by default, or a Ray cluster; the
+cluster and pods are sent once per worker) and the results are the same whatever the executor
+and the number of workers.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,17 +22,15 @@ from cotenant.sim.fragmentation import (
     check_gpu_demand,
     run_fragmentation,
 )
+from cotenant.sim.sweep.executor import Executor, RunFailure, local_executor, results
 
-_WORKER: dict[str, tuple[Cluster, Sequence[Pod], FragmentationConfig]] = {}
-
-
-def _init_worker(cluster: Cluster, pods: Sequence[Pod], config: FragmentationConfig) -> None:
-    _WORKER["args"] = (cluster, pods, config)
+Inputs = tuple[Cluster, Sequence[Pod], FragmentationConfig]
 
 
-def _run_one(policy: str, seed: int) -> FragmentationRun:
-    cluster, pods, config = _WORKER["args"]
-    return run_fragmentation(cluster, pods, policy, seed, config)
+def run_one(inputs: Inputs, job: tuple[str, int]) -> FragmentationRun:
+    """One (policy, seed) run of the experiment (a sweep's unit of work)."""
+    cluster, pods, config = inputs
+    return run_fragmentation(cluster, pods, job[0], job[1], config)
 
 
 @dataclass(frozen=True)
@@ -119,29 +115,21 @@ def run_matrix(
     *,
     workers: int | None = None,
     on_done: Callable[[FragmentationRun], None] | None = None,
+    executor: Executor | None = None,
 ) -> list[FragmentationRun]:
-    """Every (policy, seed) run, ordered by policy then seed."""
+    """Every (policy, seed) run, ordered by policy then seed, by ``executor`` (default: a
+    local pool of ``workers`` processes). A run that fails lets the others finish, then
+    raises :class:`~cotenant.sim.sweep.executor.SweepError` naming it."""
     names = [PLACEMENT.canonical(p) for p in policies]  # fail fast on an unknown name
     check_gpu_demand(pods)  # here, not first in a worker
     jobs = [(p, s) for p in names for s in seeds]
-    workers = min(len(jobs), workers or os.cpu_count() or 1)
-    results: dict[tuple[str, int], FragmentationRun] = {}
-    if workers <= 1:
-        for policy, seed in jobs:
-            run = run_fragmentation(cluster, pods, policy, seed, config)
-            results[(policy, seed)] = run
-            if on_done:
-                on_done(run)
-    else:
-        with ProcessPoolExecutor(
-            workers, initializer=_init_worker, initargs=(cluster, pods, config)
-        ) as pool:
-            # the costly policies first, so the last jobs to finish are short ones
-            costly = sorted(jobs, key=lambda job: not _costly(job[0]))
-            futures = {pool.submit(_run_one, p, s): (p, s) for p, s in costly}
-            for future in as_completed(futures):
-                run = future.result()
-                results[futures[future]] = run
-                if on_done:
-                    on_done(run)
-    return [results[job] for job in jobs]
+    # the costly policies first, so the last jobs to finish are short ones
+    order = sorted(range(len(jobs)), key=lambda i: not _costly(jobs[i][0]))
+
+    def done(_: int, run: FragmentationRun | RunFailure) -> None:
+        if on_done is not None and not isinstance(run, RunFailure):
+            on_done(run)
+
+    chosen = executor or local_executor(workers)
+    outcomes = chosen.map(run_one, (cluster, pods, config), jobs, order=order, on_done=done)
+    return results(outcomes, [f"policy {p} seed {s}" for p, s in jobs])

@@ -11,6 +11,10 @@ policy gets while adding at most this many late requests to the dedicated deploy
 The miss rate compared is per request, as *added* to the dedicated deployment's on the same
 workload: the trace's own overloads (a service busy all of a burst misses alone on its GPU)
 are the floor every policy stands on, and no sharing policy can go under it.
+
+The runs are independent, so they go to a sweep executor (:mod:`cotenant.sim.sweep`; by
+default one after the other in this process); the workload is sent once per worker and the
+points are the same whichever executor runs them.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from cotenant.policies.colocation.registry import GUARDS as GUARD_SETTINGS
 from cotenant.sim.colocation.records import ColocationConfig, ColocationRun
 from cotenant.sim.colocation.run import run_colocation
 from cotenant.sim.colocation.workload import ColocationWorkload
+from cotenant.sim.sweep.executor import Executor, RunFailure, SerialExecutor, results
 
 DEFAULT_SHARES: tuple[int, ...] = (25, 50, 75)
 DEFAULT_MAX_LOADS: tuple[float, ...] = (1.0, 0.8)
@@ -103,18 +108,33 @@ def frontier(
     work: ColocationWorkload, seed: int, config: ColocationConfig | None = None,
     runs: Sequence[tuple[str, ColocationPolicy]] | None = None,
     on_run: Callable[[str, str], None] | None = None,
+    executor: Executor | None = None,
 ) -> tuple[float, list[FrontierPoint]]:
-    """The dedicated floor (percent of requests late) and every setting's point."""
+    """The dedicated floor (percent of requests late) and every setting's point.
+    ``on_run(policy, label)`` is told of each run as it finishes (dedicated, the reference,
+    labelled ``reference``). A run that fails lets the others finish, then raises
+    :class:`~cotenant.sim.sweep.executor.SweepError` naming its setting."""
     cfg = config or ColocationConfig()
-    if on_run is not None:
-        on_run("dedicated", "reference")
-    floor = run_colocation(work, "dedicated", seed, cfg).violation_pct
-    points = []
-    for label, policy in runs if runs is not None else settings():
+    jobs = [("reference", COLOCATION.create("dedicated")),
+            *(runs if runs is not None else settings())]
+
+    def done(i: int, _: FrontierPoint | RunFailure) -> None:
         if on_run is not None:
-            on_run(policy.name, label)
-        points.append(FrontierPoint.of(run_colocation(work, policy, seed, cfg), label, floor))
-    return floor, points
+            on_run(jobs[i][1].name, jobs[i][0])
+
+    outcomes = (executor or SerialExecutor()).map(
+        frontier_run, (work, seed, cfg), jobs, on_done=done)
+    got = results(outcomes, [f"{p.name} {label}" for label, p in jobs])
+    floor = got[0].slo_violation_pct
+    return floor, [replace(p, added_violation_pct=p.slo_violation_pct - floor) for p in got[1:]]
+
+
+def frontier_run(inputs: tuple[ColocationWorkload, int, ColocationConfig],
+                 job: tuple[str, ColocationPolicy]) -> FrontierPoint:
+    """One setting's point, its added late requests not yet set (the floor is another run)."""
+    work, seed, cfg = inputs
+    label, policy = job
+    return FrontierPoint.of(run_colocation(work, policy, seed, cfg), label, 0.0)
 
 
 def pareto(points: Sequence[FrontierPoint]) -> list[FrontierPoint]:
