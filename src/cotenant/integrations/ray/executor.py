@@ -33,7 +33,8 @@ def import_ray() -> ModuleType:
         import ray  # noqa: PLC0415 - optional and heavy: only when a Ray executor is made
     except ImportError as exc:
         raise CotenantError("Ray is not installed", hint="pip install 'cotenant[ray]'") from exc
-    return ray
+    module: ModuleType = ray  # typed the same whether or not Ray (and its stubs) is installed
+    return module
 
 
 class RayExecutor:
