@@ -31,6 +31,7 @@ from cotenant.agent.colocation import (
     check_enforceable,
     check_online,
     guard_settings,
+    priority_runtime,
 )
 from cotenant.agent.latency import Fetch, LatencyScraper, http_get
 from cotenant.agent.metrics import AgentMetrics
@@ -68,8 +69,12 @@ class AgentService:
         self.supervisor = Supervisor(backend, self.store, self.mps, recovery=policy.recovery)
         self.observer = NodeObserver(self.supervisor, backend, policy,
                                      calibration or interference())
-        self.colocation = ColocationController(policy, self.observer, Enforcer(self.supervisor),
-                                               start_s=clock())
+        self.runtime = priority_runtime(policy, state_dir)
+        """The priority runtime's boards (a priority policy only)."""
+        if self.runtime is not None:
+            self.supervisor.start_env = self.runtime.env_for
+        self.colocation = ColocationController(
+            policy, self.observer, Enforcer(self.supervisor, self.runtime), start_s=clock())
         self.latency = LatencyScraper(self.store, fetch, guard_settings(policy),
                                       executor=executor)
         self.metrics = AgentMetrics()
@@ -240,6 +245,8 @@ class AgentService:
         with self._lock:
             try:
                 self.supervisor.pauses.release_all(self.clock(), "agent stopping")
+                if self.runtime is not None:
+                    self.runtime.close()
             finally:
                 self.store.close()
 
