@@ -28,6 +28,9 @@ from .env import BOARD, ROLE, ROLES, settings_from_env
 from .gate import Gate, GateSettings
 from .lease import Board, BoardError, HpLease
 
+ACTIVE: Runtime | None = None
+"""This process's runtime once :func:`activate` has made one (its gate's stats, for a report)."""
+
 
 class Runtime:
     """One process's side of its GPU's board."""
@@ -82,6 +85,8 @@ def activate(environ: Mapping[str, str] = os.environ) -> Runtime | None:
         runtime.install_torch()
     else:
         sys.meta_path.insert(0, _TorchWatcher(runtime))
+    global ACTIVE  # noqa: PLW0603 - one runtime per process, by design
+    ACTIVE = runtime
     return runtime
 
 

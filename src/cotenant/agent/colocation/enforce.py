@@ -142,9 +142,9 @@ class Enforcer:
         gated = self.runtime is not None and self.runtime.gated(action.gpu)
         if Why.PAUSE in action.why:  # a new pause, not an extension
             self.counts["pause"] += 1
-            how = "at its next operator" if gated else "stopped"
+            how = " (the runtime's hold: at its next operator)" if gated else ""
             self.supervisor.store.event(now, NODE, "guard pause", detail=(
-                f"{action.detail}: offline paused {action.pause_until - now:g} s ({how})"))
+                f"{action.detail}: offline paused {action.pause_until - now:g} s{how}"))
         if gated:
             assert self.runtime is not None
             self.runtime.hold(action.gpu, action.pause_until, now)
