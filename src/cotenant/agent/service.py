@@ -42,6 +42,7 @@ from cotenant.agent.supervisor import Supervisor
 from cotenant.errors import CotenantError, InputError, check_seconds
 from cotenant.perf.interference import Interference, interference
 from cotenant.policies.colocation import ColocationPolicy
+from cotenant.runtime import GateSettings
 
 WATCH_S = 0.05
 """Seconds between the watcher's calls: a finished latency read waits at most this long."""
@@ -60,6 +61,7 @@ class AgentService:
         calibration: Interference | None = None,
         fetch: Fetch = http_get,
         executor: Executor | None = None,
+        runtime_settings: GateSettings | None = None,
     ) -> None:
         check_enforceable(policy)
         self.backend = backend
@@ -69,7 +71,7 @@ class AgentService:
         self.supervisor = Supervisor(backend, self.store, self.mps, recovery=policy.recovery)
         self.observer = NodeObserver(self.supervisor, backend, policy,
                                      calibration or interference())
-        self.runtime = priority_runtime(policy, state_dir)
+        self.runtime = priority_runtime(policy, state_dir, runtime_settings)
         """The priority runtime's boards (a priority policy only)."""
         if self.runtime is not None:
             self.supervisor.start_env = self.runtime.env_for

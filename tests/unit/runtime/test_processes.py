@@ -29,8 +29,9 @@ while True:  # busy: renew the lease all the time
     lease.touch()
     time.sleep(0.001)
 """
-SLACK_S = 0.25
-"""Scheduling slack on a loaded machine (two cores, shared)."""
+SLACK_S = 1.0
+"""Scheduling slack on a loaded machine (two cores, shared): the bounds it pads are told from
+what they bound by far more (an HP process renewing forever, a 30 s bound)."""
 
 
 @pytest.fixture
@@ -57,8 +58,8 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 
 def test_a_busy_hp_process_holds_be_for_the_bound_then_be_runs(board: Board) -> None:
-    settings = GateSettings(lease_s=0.05, max_hold_s=0.2, floor=0.2)
-    hp = start_hp(board, settings.lease_s)
+    settings = GateSettings(lease_s=0.5, max_hold_s=0.2, floor=0.5)
+    hp = start_hp(board, settings.lease_s)  # renews every ms: busy as long as it lives
     try:
         gate = Gate(board, settings)
         start = time.monotonic()
@@ -66,14 +67,14 @@ def test_a_busy_hp_process_holds_be_for_the_bound_then_be_runs(board: Board) -> 
         assert 0.2 <= waited <= 0.2 + SLACK_S
         assert gate.stats.bounded == 1
         assert board.hp_until_ns() > time.monotonic_ns()  # HP still busy: the bound let go
-        assert gate.check() == 0.0  # the floor's credit: 0.05 s of running
+        assert gate.check() == 0.0  # the floor's credit: as long as it waited
         assert time.monotonic() - start < 0.2 + SLACK_S
     finally:
         stop(hp)
 
 
 def test_the_rate_floor_holds_beside_a_real_busy_hp_process(board: Board) -> None:
-    settings = GateSettings(lease_s=0.05, max_hold_s=0.05, floor=0.25)
+    settings = GateSettings(lease_s=0.5, max_hold_s=0.05, floor=0.25)
     hp = start_hp(board, settings.lease_s)
     try:
         gate = Gate(board, settings)
