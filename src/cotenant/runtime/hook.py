@@ -41,13 +41,22 @@ class Runtime:
         self.settings = settings
         self.gate = Gate(board, settings) if role == "be" else None
         self._lease: HpLease | None = None
+        self._no_slot = 0
         self.installed: Any = None
 
     def touch(self) -> None:
-        """HP works now (the lease is this process's own: a forked child takes its own)."""
+        """HP works now (the lease is this process's own: a forked child takes its own). A
+        board with no free slot is said once, and this process then holds no BE."""
         lease = self._lease
         if lease is None or lease.pid != os.getpid():
-            lease = self._lease = HpLease(self.board, self.settings.lease_s)
+            if self._no_slot == os.getpid():
+                return
+            try:
+                lease = self._lease = HpLease(self.board, self.settings.lease_s)
+            except BoardError as exc:
+                self._no_slot = os.getpid()
+                _warn(f"{exc}; this process holds no best-effort work")
+                return
         lease.touch()
 
     def release(self) -> None:

@@ -5,11 +5,15 @@ the application runs on."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
+from contextlib import redirect_stderr
 from pathlib import Path
 
-from cotenant.runtime import GateSettings, runtime_env
+from cotenant.runtime import Board, GateSettings, runtime_env
+from cotenant.runtime.hook import Runtime
+from cotenant.runtime.lease import SLOTS
 
 PROBE = """
 import sys
@@ -65,3 +69,17 @@ def test_a_board_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
     assert out.stderr.startswith("cotenant runtime: ")
     assert out.stderr.endswith("this process runs ungated\n")
     assert out.stderr.count("\n") == 1
+
+
+def test_an_hp_process_that_finds_no_free_slot_says_so_once_and_runs_on(
+        tmp_path: Path) -> None:
+    board = Board(tmp_path / "gpu0.board")
+    for i in range(SLOTS):  # every slot leased by a live-looking holder
+        board.renew(board.claim(10**7 + i, 0), 2**62)
+    runtime = Runtime("hp", board, GateSettings())
+    err = io.StringIO()
+    with redirect_stderr(err):
+        runtime.touch()
+        runtime.touch()
+    assert err.getvalue() == (f"cotenant runtime: {board.path}: all 32 HP slots are leased; "
+                              "this process holds no best-effort work\n")
