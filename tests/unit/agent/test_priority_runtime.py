@@ -145,3 +145,12 @@ def test_a_board_path_that_is_not_a_board_fails_the_start_with_one_line(
         assert "not a priority board" in (record.last_exit or "")
     finally:
         svc.close()
+
+
+def test_a_workload_on_a_mig_instance_runs_without_the_runtime(tmp_path: Path) -> None:
+    runtime = PriorityRuntime(tmp_path)
+    spec = WorkloadSpec.from_dict({**OFFLINE, "sm_share": None, "mem_limit_mib": None,
+                                   "mig_instance": "3g.20gb@4"})
+    assert runtime.env_for(spec) == {}
+    assert runtime.env_for(WorkloadSpec.from_dict(OFFLINE))[ROLE] == "be"
+    runtime.close()
