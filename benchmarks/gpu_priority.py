@@ -7,10 +7,15 @@ runtime's environment (:func:`cotenant.runtime.runtime_env`: the startup hook, n
 either program), the plain rows without it.
 
 * HP: inference of a stack of ``--width`` x ``--width`` linear layers (``--depth`` of them,
-  fp16 on a GPU), batch ``--batch``, closed loop with exponential think times that keep it
-  busy ``--load`` of the time alone; a request's latency runs from its start to its result
-  on the host (``.cpu()``, as a server answers).
-* BE: training of a wider stack, batch 64, SGD, ``loss.item()`` each step.
+  fp16 on a GPU: 2 GiB of weights read per request by default), batch ``--batch``, closed
+  loop with exponential think times that keep it busy ``--load`` of the time alone; a
+  request's latency runs from its start to its result on the host (``.cpu()``, as a server
+  answers).
+* BE: training of the same stack in fp32, batch 64, SGD, ``loss.item()`` each step.
+
+The runtime's lease (``--lease-s``, 5 ms here against the agent's 20 ms default) must be
+shorter than HP's gaps between requests for BE to get more than its floor; the defaults
+were chosen without a GPU at hand and may need tuning once the HP request time is seen.
 
 Rows: ``hp-alone``, ``be-alone``, ``be-alone-runtime`` (BE alone with the runtime on: the
 cost of its hook), ``plain`` (both, the GPU's default time slicing), ``runtime`` (both, BE
@@ -42,10 +47,11 @@ CHILD_TIMEOUT_S = 240.0
 # --- the two workloads (child processes; they import torch, never cotenant) ------------------
 
 
-def _stack(torch: Any, width: int, depth: int) -> Any:
+def _stack(torch: Any, width: int, depth: int, device: str, dtype: Any) -> Any:
+    """``depth`` linear layers of ``width``, made on ``device`` (no host copy to wait for)."""
     layers: list[Any] = []
     for _ in range(depth):
-        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+        layers += [torch.nn.Linear(width, width, device=device, dtype=dtype), torch.nn.ReLU()]
     return torch.nn.Sequential(*layers)
 
 
@@ -59,7 +65,7 @@ def child_hp(args: argparse.Namespace) -> dict[str, Any]:
 
     torch.manual_seed(0)
     dtype = torch.float16 if args.device != "cpu" else torch.float32
-    net = _stack(torch, args.width, args.depth).to(args.device, dtype).eval()
+    net = _stack(torch, args.width, args.depth, args.device, dtype).eval()
     x = torch.randn(args.batch, args.width, device=args.device, dtype=dtype)
     rng = random.Random(1)
     with torch.inference_mode():
@@ -91,9 +97,9 @@ def child_be(args: argparse.Namespace) -> dict[str, Any]:
     import torch  # noqa: PLC0415 - only the children need it
 
     torch.manual_seed(0)
-    net = _stack(torch, args.width * 2, args.depth).to(args.device)
+    net = _stack(torch, args.width, args.depth, args.device, torch.float32)
     opt = torch.optim.SGD(net.parameters(), lr=1e-4)
-    x = torch.randn(64, args.width * 2, device=args.device)
+    x = torch.randn(64, args.width, device=args.device)
     steps: list[float] = []
     stop = Path(args.stop)
     while not stop.exists():
@@ -210,11 +216,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny models, 3 s rows (a smoke "
                         "test of the script, on CPU too)")
     parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--width", type=int, default=4096)
-    parser.add_argument("--depth", type=int, default=8)
+    parser.add_argument("--width", type=int, default=8192)
+    parser.add_argument("--depth", type=int, default=16)
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--load", type=float, default=0.5)
-    parser.add_argument("--lease-s", type=float, default=0.02)
+    parser.add_argument("--load", type=float, default=0.3)
+    parser.add_argument("--lease-s", type=float, default=0.005)
     parser.add_argument("--max-hold-s", type=float, default=0.1)
     parser.add_argument("--floor", type=float, default=0.1)
     parser.add_argument("--child", choices=["hp", "be"], help=argparse.SUPPRESS)
