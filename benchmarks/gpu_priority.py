@@ -55,11 +55,6 @@ def _stack(torch: Any, width: int, depth: int, device: str, dtype: Any) -> Any:
     return torch.nn.Sequential(*layers)
 
 
-def _sync(torch: Any, device: str) -> None:
-    if device != "cpu":
-        torch.cuda.synchronize()
-
-
 def child_hp(args: argparse.Namespace) -> dict[str, Any]:
     import torch  # noqa: PLC0415 - only the children need it
 
