@@ -28,6 +28,9 @@ from typing import Protocol
 _NS = 1_000_000_000
 BEAT_S = 0.5
 """How often a gated process tells the board it is there (the agent's sign of a live gate)."""
+MAX_LEASE_S = 60.0
+"""The longest lease the settings allow: an expiry further ahead than this is not a lease but
+a time from before the machine's monotonic clock restarted (a reboot), and holds nothing."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,9 @@ class GateSettings:
     def __post_init__(self) -> None:
         for name in ("lease_s", "max_hold_s", "poll_s"):
             value = getattr(self, name)
-            if not (isinstance(value, int | float) and 0.0 < value <= 60.0):
-                raise ValueError(f"{name} must be seconds in (0, 60], got {value!r}")
+            if not (isinstance(value, int | float) and 0.0 < value <= MAX_LEASE_S):
+                raise ValueError(f"{name} must be seconds in (0, {MAX_LEASE_S:g}], got "
+                                 f"{value!r}")
         if not (isinstance(self.floor, int | float) and 0.0 <= self.floor < 1.0):
             raise ValueError(f"floor must be a fraction in [0, 1), got {self.floor!r}")
 
@@ -92,6 +96,7 @@ class Gate:
         self._max_hold_ns = int(settings.max_hold_s * _NS)
         self._poll_ns = max(1, int(settings.poll_s * _NS))
         self._credit = settings.floor / (1.0 - settings.floor)
+        self._max_lease_ns = int(MAX_LEASE_S * _NS)
 
     def check(self) -> float:
         """Before an operator: wait while the board says so; the seconds waited."""
@@ -102,11 +107,11 @@ class Gate:
             self._next_beat = now + int(BEAT_S * _NS)
         start = now
         now, _ = self._wait_hold(now)
-        if now < self._free_until or self.source.hp_until_ns() <= now:
+        if now < self._free_until or self._hp_until(now) <= now:
             return (now - start) / _NS
         begin, deadline = now, now + self._max_hold_ns
         while True:
-            hp = self.source.hp_until_ns()
+            hp = self._hp_until(now)
             if hp <= now or now >= deadline:
                 break
             self.sleep(min(self._poll_ns, hp - now, deadline - now) / _NS)
@@ -115,9 +120,14 @@ class Gate:
         waited = now - begin
         self.stats.waits += 1
         self.stats.waited_s += waited / _NS
-        self.stats.bounded += int(now >= deadline and self.source.hp_until_ns() > now)
+        self.stats.bounded += int(now >= deadline and self._hp_until(now) > now)
         self._free_until = now + int(waited * self._credit)
         return (now - start) / _NS
+
+    def _hp_until(self, now: int) -> int:
+        """The latest HP lease expiry, 0 where it lies beyond any lease (:data:`MAX_LEASE_S`)."""
+        hp = self.source.hp_until_ns()
+        return 0 if hp - now > self._max_lease_ns else hp
 
     def _wait_hold(self, now: int) -> tuple[int, int]:
         """Wait out the agent's hold, if any: the time after it, and how long it was (ns)."""

@@ -96,6 +96,16 @@ class Board:
     def set_hold(self, until_ns: int) -> None:
         _Q.pack_into(self._map, _HOLD_AT, until_ns)
 
+    def reset(self, now_ns: int, max_lease_ns: int) -> None:
+        """Start afresh (the agent opens the board): no hold, no beat, and no lease that
+        lies further ahead than any lease can (a time from before a reboot)."""
+        self.set_hold(0)
+        _Q.pack_into(self._map, _BEAT_AT, 0)
+        expiries = _EXPIRIES.unpack_from(self._map, _EXPIRIES_AT)
+        for slot, expiry in enumerate(expiries):
+            if expiry - now_ns > max_lease_ns:
+                self.renew(slot, 0)
+
     def last_beat_ns(self) -> int:
         return int(_Q.unpack_from(self._map, _BEAT_AT)[0])
 

@@ -154,3 +154,22 @@ def test_a_workload_on_a_mig_instance_runs_without_the_runtime(tmp_path: Path) -
     assert runtime.env_for(spec) == {}
     assert runtime.env_for(WorkloadSpec.from_dict(OFFLINE))[ROLE] == "be"
     runtime.close()
+
+
+def test_the_agent_resets_a_board_left_from_before(tmp_path: Path) -> None:
+    """A hold, a beat and a lease from before (an earlier agent; a reboot, after which the
+    board's times lie days ahead of the new monotonic clock) are gone once the agent opens
+    the board; a live lease stays."""
+    now = 10**12
+    old = Board(tmp_path / "gpu0.board")
+    old.set_hold(now + 86400 * 10**9)
+    old.beat(1, now)
+    stale, live = old.claim(10**7, now), old.claim(10**7 + 1, now)
+    old.renew(stale, now + 86400 * 10**9)
+    old.renew(live, now + 10**9)
+    runtime = PriorityRuntime(tmp_path, monotonic_ns=lambda: now)
+    board = runtime.board(0)
+    assert (board.hold_until_ns(), board.last_beat_ns()) == (0, 0)
+    assert board.hp_until_ns() == now + 10**9
+    runtime.close()
+    old.close()

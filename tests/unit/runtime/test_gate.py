@@ -158,3 +158,13 @@ def test_the_beat_comes_every_half_second_at_most() -> None:
 def test_bad_settings_are_refused_naming_the_field(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=field):
         GateSettings(**{field: value})
+
+
+def test_an_expiry_beyond_any_lease_holds_nothing() -> None:
+    """A lease expiry from before the monotonic clock restarted (a reboot) lies further ahead
+    than any lease can: it is not a lease."""
+    g, board, clock = gate()
+    board.hp = clock.now + 10 * 86400 * NS
+    assert g.check() == 0.0
+    board.hp = clock.now + 59 * NS  # within the longest lease: HP is busy
+    assert g.check() == pytest.approx(0.1)

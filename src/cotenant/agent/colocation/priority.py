@@ -33,6 +33,7 @@ from cotenant.agent.spec import Role, WorkloadSpec
 from cotenant.errors import InputError
 from cotenant.policies.colocation import ColocationPolicy, Mechanism
 from cotenant.runtime import Board, BoardError, GateSettings, runtime_env
+from cotenant.runtime.gate import MAX_LEASE_S
 
 BEAT_STALE_S = 2.0
 """A board whose BE side has not beaten for this long has no live gate (its beat is 0.5 s)."""
@@ -51,14 +52,17 @@ class PriorityRuntime:
         self._boards: dict[int, Board] = {}
 
     def board(self, gpu: int) -> Board:
-        """GPU ``gpu``'s board, created on first use."""
+        """GPU ``gpu``'s board, created on first use and reset then: a hold, a beat or a
+        lease left from before (an earlier agent, a reboot's other monotonic clock) goes."""
         if gpu not in self._boards:
             path = self.board_dir / f"gpu{gpu}.board"
             try:
-                self._boards[gpu] = Board(path)
+                board = Board(path)
             except (OSError, BoardError) as exc:
                 raise InputError(f"priority board {path}", str(exc),
                                  hint="remove the file; the agent makes a new one") from exc
+            board.reset(self.monotonic_ns(), int(MAX_LEASE_S * _NS))
+            self._boards[gpu] = board
         return self._boards[gpu]
 
     def env_for(self, spec: WorkloadSpec) -> dict[str, str]:
