@@ -5,8 +5,8 @@ loop's). Every ATen operator passes through it on its way to a kernel - those of
 pass too, which the autograd engine runs with the forward thread's modes - so BE waits between
 any two kernel launches, not only between modules. Module hooks would miss the backward pass
 (two thirds of a training step) and a ``TorchFunctionMode`` sees only Python-level calls, not
-the backward's operators. It costs a Python call per operator (about 7 us on CPU, measured
-with ``torch`` 2.14); a forked child (a DataLoader worker) is never gated (it launches no
+the backward's operators. It costs a Python call per operator (docs/priority-runtime.md has
+the measured figures); a forked child (a DataLoader worker) is never gated (it launches no
 kernels of the training step).
 
 **HP: global module forward hooks** (``register_module_forward_pre_hook`` and
