@@ -81,3 +81,67 @@ def test_hp_module_calls_renew_the_lease_from_any_thread(tmp_path: Path) -> None
     assert 0 < out["left_ns"] <= 30e9
     board = Board(path)
     assert board.hp_until_ns() <= time.monotonic_ns()  # released when the process exited
+
+
+HP_LOOP = """
+import sys, time, torch
+from pathlib import Path
+net = torch.nn.Linear(4, 4)
+net(torch.randn(1, 4))
+print("ready", flush=True)
+stop = Path(sys.argv[1])
+while not stop.exists():
+    net(torch.randn(1, 4))  # a busy server: a module call every millisecond
+    time.sleep(0.001)
+"""
+BE_FORK = """
+import json, os, torch
+import _cotenant_runtime.hook as hook
+x = torch.randn(4, 4)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:  # a DataLoader-like worker: its operators are never gated
+    before = hook.ACTIVE.gate.stats.checks
+    for _ in range(50):
+        x = x + 1
+    os.write(w, str(hook.ACTIVE.gate.stats.checks - before).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+child_checks = int(os.read(r, 100))
+print(json.dumps({"child_checks": child_checks}))
+"""
+
+
+def test_both_hooks_together_an_hp_server_holds_a_be_trainer(tmp_path: Path) -> None:
+    """HP and BE both started with the agent's environment, nothing else: the HP process's
+    module calls hold BE's operators (each wait to the bound, BE moving at its floor)."""
+    path = tmp_path / "gpu0.board"
+    settings = GateSettings(lease_s=0.05, max_hold_s=0.05, floor=0.2)
+    env = {**os.environ, **runtime_env("hp", path, settings, os.environ.get("PYTHONPATH"))}
+    stop = tmp_path / "stop"
+    hp = subprocess.Popen([sys.executable, "-c", HP_LOOP, str(stop)], env=env,
+                          stdout=subprocess.PIPE, text=True)
+    try:
+        assert hp.stdout is not None
+        assert hp.stdout.readline().strip() == "ready"
+        stats = run(BE, "be", path, settings)
+    finally:
+        stop.touch()
+        hp.wait(timeout=60)
+        if hp.stdout is not None:
+            hp.stdout.close()
+    assert hp.returncode == 0
+    assert stats["waits"] > 0
+    assert stats["waited_s"] >= 0.05 * stats["bounded"]
+
+
+def test_a_forked_child_of_be_is_not_gated(tmp_path: Path) -> None:
+    path = tmp_path / "gpu0.board"
+    board = Board(path)
+    lease = HpLease(board, 60.0)
+    lease.touch()
+    try:
+        out = run(BE_FORK, "be", path, GateSettings())
+    finally:
+        lease.release()
+    assert out["child_checks"] == 0
