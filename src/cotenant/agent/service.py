@@ -31,6 +31,7 @@ from cotenant.agent.colocation import (
     check_enforceable,
     check_online,
     guard_settings,
+    priority_runtime,
 )
 from cotenant.agent.latency import Fetch, LatencyScraper, http_get
 from cotenant.agent.metrics import AgentMetrics
@@ -41,6 +42,7 @@ from cotenant.agent.supervisor import Supervisor
 from cotenant.errors import CotenantError, InputError, check_seconds
 from cotenant.perf.interference import Interference, interference
 from cotenant.policies.colocation import ColocationPolicy
+from cotenant.runtime import GateSettings
 
 WATCH_S = 0.05
 """Seconds between the watcher's calls: a finished latency read waits at most this long."""
@@ -59,6 +61,7 @@ class AgentService:
         calibration: Interference | None = None,
         fetch: Fetch = http_get,
         executor: Executor | None = None,
+        runtime_settings: GateSettings | None = None,
     ) -> None:
         check_enforceable(policy)
         self.backend = backend
@@ -68,8 +71,12 @@ class AgentService:
         self.supervisor = Supervisor(backend, self.store, self.mps, recovery=policy.recovery)
         self.observer = NodeObserver(self.supervisor, backend, policy,
                                      calibration or interference())
-        self.colocation = ColocationController(policy, self.observer, Enforcer(self.supervisor),
-                                               start_s=clock())
+        self.runtime = priority_runtime(policy, state_dir, runtime_settings)
+        """The priority runtime's boards (a priority policy only)."""
+        if self.runtime is not None:
+            self.supervisor.start_env = self.runtime.env_for
+        self.colocation = ColocationController(
+            policy, self.observer, Enforcer(self.supervisor, self.runtime), start_s=clock())
         self.latency = LatencyScraper(self.store, fetch, guard_settings(policy),
                                       executor=executor)
         self.metrics = AgentMetrics()
@@ -240,6 +247,8 @@ class AgentService:
         with self._lock:
             try:
                 self.supervisor.pauses.release_all(self.clock(), "agent stopping")
+                if self.runtime is not None:
+                    self.runtime.close()
             finally:
                 self.store.close()
 

@@ -3,7 +3,8 @@
 The command is an argv *list*; no shell ever sees it, so shell metacharacters in an item are
 just bytes of an argument. A string command is refused (it would need a shell or a split).
 Unknown keys are rejected with their name. The agent owns the MPS variables: a spec may not
-set ``CUDA_MPS_*``, ``CUDA_VISIBLE_DEVICES`` or ``CUDA_DEVICE_ORDER`` in its env. An online
+set ``CUDA_MPS_*``, ``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER`` or the priority runtime's
+``COTENANT_PRIORITY_*`` in its env. An online
 service may name a Prometheus latency histogram (``latency_metric``) the agent reads its p99
 from, for the compute guard (:mod:`cotenant.agent.latency`).
 """
@@ -30,7 +31,7 @@ _MIG_ON_GPU = re.compile(
     r"(?:(?P<gpu>[0-9]{1,3}):)?(?P<instance>[1-7]g\.[0-9]{1,3}gb(\+me)?@[0-7])")
 MAX_RANKS = 64
 """Instances one training job may span: eight A100-class GPUs of seven instances, and more."""
-_RESERVED_ENV = ("CUDA_MPS_", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+_RESERVED_ENV = ("CUDA_MPS_", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "COTENANT_PRIORITY_")
 _METRIC_KEYS = {"url", "histogram", "unit", "labels"}
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -238,7 +239,8 @@ def _env(value: object, where: str) -> tuple[tuple[str, str], ...]:
         if not isinstance(key, str) or not isinstance(item, str):
             raise InputError(f"{where}.env", "keys and values must be strings")
         if key.startswith(_RESERVED_ENV):
-            raise InputError(f"{where}.env.{key}", "is set by the agent (MPS limits, GPU)")
+            raise InputError(f"{where}.env.{key}", "is set by the agent (MPS limits, GPU, "
+                             "priority runtime)")
         if not key or "=" in key or not key.isprintable() or "\0" in item:
             raise InputError(f"{where}.env.{key!r:.60}", "a name must be non-empty, printable "
                              "and without '=', and a value without NUL (exec cannot pass them)")

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import signal
+from collections.abc import Callable, Mapping
 
 from cotenant.agent.backends.base import (
     BackendFeature,
@@ -94,6 +95,8 @@ class Supervisor:
         self.pauses = Pauses(backend, store)
         self.downtime = DowntimeMeter()
         """How long offline jobs are down per start and per share change (:mod:`.downtime`)."""
+        self.start_env: Callable[[WorkloadSpec], Mapping[str, str]] | None = None
+        """More environment for a workload that starts (the priority runtime's)."""
         self._last_now = -math.inf
 
     # --- requests ----------------------------------------------------------------------------
@@ -374,6 +377,8 @@ class Supervisor:
         share = record.share_pct if record.share_pct is not None else spec.sm_share
         env = dict(spec.env)
         try:
+            if self.start_env is not None:
+                env.update(self.start_env(spec))
             if spec.mig_instance is not None:  # its instance alone, by UUID; no MPS there
                 try:
                     env["CUDA_VISIBLE_DEVICES"] = mig_device(self.backend, spec).uuid

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import BACKEND_NAMES, cgroup_start, open_backend
+from cotenant.agent.colocation.enforce import ENFORCEABLE
 from cotenant.agent.mig import MigManager
 from cotenant.agent.service import AgentService
 from cotenant.agent.spec import WorkloadSpec
@@ -30,11 +31,12 @@ from cotenant.cli.agent_inputs import (
     ensure_token,
     parse_listen,
     read_token,
+    runtime_settings,
 )
 from cotenant.cli.checks import finite, out_dir
 from cotenant.errors import InputError, UnknownNameError
 from cotenant.model.documents import loads_json
-from cotenant.policies.colocation import COLOCATION, Mechanism
+from cotenant.policies.colocation import COLOCATION
 from cotenant.report.tables import fitted_tables
 
 app = typer.Typer(help="The node agent: MPS, MIG, workloads, metrics.", no_args_is_help=True)
@@ -46,8 +48,8 @@ TokenFile = Annotated[
     Path | None, typer.Option(help="file holding the API bearer token [<state-dir>/token]")
 ]
 Url = Annotated[str, typer.Option(help="the agent's API")]
-AGENT_POLICIES = [n for n in COLOCATION if COLOCATION.create(n).mechanism is Mechanism.MPS]
-"""The co-location policies the agent can enforce (MPS shares)."""
+AGENT_POLICIES = [n for n in COLOCATION if COLOCATION.create(n).mechanism in ENFORCEABLE]
+"""The co-location policies the agent can enforce (MPS shares, priority by the runtime)."""
 
 
 @app.command()
@@ -105,6 +107,23 @@ def run(
                      "co-runner (SIGSTOP) this long; a p99 still over the SLO then throttles "
                      "(0: throttle at once; the policy's guard's own: 10)"),
     ] = None,
+    priority_lease_s: Annotated[
+        float | None,
+        typer.Option(callback=finite, help="priority policies: the runtime holds offline "
+                     "operators until this long after the online service's last module call "
+                     "(also how long a crashed online process can hold them; default 0.02)"),
+    ] = None,
+    priority_max_hold_s: Annotated[
+        float | None,
+        typer.Option(callback=finite, help="priority policies: the longest one wait of an "
+                     "offline operator for the online service (default 0.1)"),
+    ] = None,
+    priority_floor: Annotated[
+        float | None,
+        typer.Option(callback=finite, help="priority policies: the least part of the time "
+                     "the offline job runs however busy the online service is, 0 to <1 "
+                     "(default 0.1)"),
+    ] = None,
     cgroups_: Annotated[
         str | None,
         typer.Option("--cgroups", help="nvml backend: run each workload in a cgroup v2 of its "
@@ -132,6 +151,7 @@ def run(
     chosen = colocation_policy_of(policy, PolicyOptions(
         online_share, min_online_share, share_window_s, guard, guard_pause_s,
         scrape_interval_s))
+    settings = runtime_settings(chosen, priority_lease_s, priority_max_hold_s, priority_floor)
     token = ensure_token(token_file or state_dir / "token")
     if cgroups_ is not None and backend != "nvml":
         raise InputError("--cgroups", f"is a setting of the nvml backend, not {backend!r}",
@@ -147,7 +167,7 @@ def run(
         manager = MigManager(node)
         for info in node.gpus():
             manager.apply(info.index, fake_mig)
-    service = AgentService(node, state_dir, chosen)
+    service = AgentService(node, state_dir, chosen, runtime_settings=settings)
     try:
         server = AgentServer((host, port), service, token)
     except OSError as exc:  # an unknown host, an address in use or not on this machine
@@ -168,6 +188,10 @@ def run(
                    f"{token_file or state_dir / 'token'}), state in {state_dir}")
         typer.echo(f"cotenant agent: co-location policy {chosen.name} "
                    f"({chosen.mechanism.value} shares)")
+        if settings is not None:
+            typer.echo(f"cotenant agent: the priority runtime holds offline work while online "
+                       f"works (lease {settings.lease_s:g} s, at most {settings.max_hold_s:g} "
+                       f"s a wait, floor {settings.floor:g}); boards in {state_dir}/priority")
         if fake_mig is not None:
             typer.echo(f"cotenant agent: every GPU in MIG mode with {fake_mig}; a workload "
                        "names its instance in mig_instance")

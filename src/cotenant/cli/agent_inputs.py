@@ -19,8 +19,10 @@ from cotenant.policies.colocation import (
     COLOCATION,
     ColocationPolicy,
     DynamicShare,
+    Mechanism,
     check_share_pct,
 )
+from cotenant.runtime import GateSettings
 
 DYNAMIC = ("muxflow", "cotenant-pause")
 """The registered policies that size the online share on its load (:class:`DynamicShare`)."""
@@ -118,6 +120,28 @@ def _with_guard(policy: ColocationPolicy, options: PolicyOptions) -> ColocationP
     return policy.with_(guard=replace(
         guard, pause_s=guard.pause_s if options.pause_s is None else options.pause_s,
         scrape_s=guard.scrape_s if options.scrape_s is None else options.scrape_s))
+
+
+def runtime_settings(policy: ColocationPolicy, lease_s: float | None,
+                     max_hold_s: float | None, floor: float | None) -> GateSettings | None:
+    """The priority runtime's settings from ``--priority-*`` (the defaults where none is
+    given); an error naming the option where one is out of range or the policy does not share
+    by priority."""
+    given = {name: value for name, value in (("lease_s", lease_s), ("max_hold_s", max_hold_s),
+                                             ("floor", floor)) if value is not None}
+    flags = {"lease_s": "--priority-lease-s", "max_hold_s": "--priority-max-hold-s",
+             "floor": "--priority-floor"}
+    if policy.mechanism is not Mechanism.PRIORITY:
+        if given:
+            raise InputError(flags[next(iter(given))], "is a setting of the priority runtime, "
+                             f"which policy {policy.name!r} does not use",
+                             hint="use --policy priority or cotenant-priority")
+        return None
+    try:
+        return GateSettings(**given)
+    except ValueError as exc:
+        name = next(n for n in given if n in str(exc))
+        raise InputError(flags[name], str(exc)) from None
 
 
 class AgentReplyError(CotenantError):

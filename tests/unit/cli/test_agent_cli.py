@@ -62,12 +62,12 @@ def test_mig_apply_on_fake(capsys: Capsys) -> None:
          "--online-share: is a setting of the mps-fixed policy, not 'cotenant-pause'"),
         (["agent", "run", "--backend", "fake", "--share-policy", "static"],
          "--share-policy: is now --policy"),
-        (["agent", "run", "--backend", "fake", "--policy", "priority"],
-         "co-location policy 'priority': shares GPUs by priority; the node agent enforces MPS "
-         "shares only"),
+        (["agent", "run", "--backend", "fake", "--policy", "time-slicing"],
+         "co-location policy 'time-slicing': shares GPUs by time-slicing; the node agent "
+         "enforces MPS shares and priority sharing only"),
         (["agent", "run", "--backend", "fake", "--policy", "dedicated"],
-         "the node agent enforces MPS shares only (hint: use one of: mps-fixed, muxflow, "
-         "cotenant-pause)"),
+         "the node agent enforces MPS shares and priority sharing only (hint: use one of: "
+         "mps-fixed, priority, muxflow, cotenant-pause, cotenant-priority)"),
         (["agent", "run", "--backend", "fake", "--guard"],
          "--guard: is a setting of the mps-fixed policy, not 'cotenant-pause'"),
         (["agent", "run", "--backend", "fake", "--policy", "mps-fixed", "--guard-pause-s", "5"],

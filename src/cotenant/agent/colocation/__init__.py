@@ -4,7 +4,8 @@ The agent builds the co-location core's :class:`~cotenant.policies.colocation.Ob
 for its GPUs (:mod:`.observe`), calls the policy's
 :meth:`~cotenant.policies.colocation.ColocationPolicy.decide` - the object the simulator
 drives - holding its state between calls (:mod:`.controller`), and enforces the actions
-through the supervisor (:mod:`.enforce`).
+through the supervisor (:mod:`.enforce`), under priority sharing through the cotenant
+runtime's boards (:mod:`.priority`).
 """
 
 from cotenant.agent.colocation.controller import ColocationController, Observer
@@ -18,6 +19,7 @@ from cotenant.agent.colocation.observe import (
     guard_settings,
     reads_models,
 )
+from cotenant.agent.colocation.priority import PriorityRuntime, priority_runtime
 from cotenant.agent.colocation.reports import P99Reports, Report
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "NodeObserver",
     "Observer",
     "P99Reports",
+    "PriorityRuntime",
     "Report",
     "RowKey",
     "Rows",
@@ -35,6 +38,7 @@ __all__ = [
     "check_online",
     "guard_settings",
     "per_gpu",
+    "priority_runtime",
     "reads_models",
     "solo_load_pct",
 ]

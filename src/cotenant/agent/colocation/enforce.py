@@ -12,7 +12,9 @@ any row asks for one (an eviction over everything else). Per GPU, :class:`Enforc
   nothing). Online clients are never restarted for a share;
 * **pause**: the GPU's running offline clients are stopped (SIGSTOP, or their cgroup frozen)
   until ``pause_until`` (``Supervisor.pause``); a pause the core extends (the adaptive guard)
-  moves the resume time;
+  moves the resume time. Under priority sharing, where the GPU's offline job runs the cotenant
+  runtime, the pause is the runtime's hold instead (:mod:`.priority`): it stops at its next
+  operator, no signal sent;
 * **evict**: no offline work starts on the GPU before ``hold_until``
   (``Supervisor.hold_offline``), and its running offline clients are stopped, to start again
   after the hold (not a fault).
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cotenant.agent.colocation.observe import Rows
+from cotenant.agent.colocation.priority import PriorityRuntime
 from cotenant.agent.spec import Role
 from cotenant.agent.state import Status, WorkloadRecord
 from cotenant.agent.supervisor import NODE, Supervisor
@@ -43,16 +46,19 @@ from cotenant.policies.colocation import (
     Why,
 )
 
+ENFORCEABLE = (Mechanism.MPS, Mechanism.PRIORITY)
+"""MPS shares are thread caps; priority is the cotenant runtime (:mod:`.priority`)."""
+
 
 def check_enforceable(policy: ColocationPolicy) -> ColocationPolicy:
-    """``policy`` if the agent can enforce it: its shares are MPS thread caps. Time slicing's
-    duty caps and priority preemption need a scheduler the agent does not run, and a policy
-    that shares nothing has nothing for it to do."""
-    if policy.mechanism is not Mechanism.MPS:
-        usable = [n for n in COLOCATION if COLOCATION.create(n).mechanism is Mechanism.MPS]
+    """``policy`` if the agent can enforce it: its shares are MPS thread caps, or it shares
+    by priority (the cotenant runtime). Time slicing's duty caps need a scheduler the agent
+    does not run, and a policy that shares nothing has nothing for it to do."""
+    if policy.mechanism not in ENFORCEABLE:
+        usable = [n for n in COLOCATION if COLOCATION.create(n).mechanism in ENFORCEABLE]
         raise InputError(f"co-location policy {policy.name!r}", f"shares GPUs by "
-                         f"{policy.mechanism.value}; the node agent enforces MPS shares only",
-                         hint=f"use one of: {', '.join(usable)}")
+                         f"{policy.mechanism.value}; the node agent enforces MPS shares and "
+                         "priority sharing only", hint=f"use one of: {', '.join(usable)}")
     return policy
 
 
@@ -106,8 +112,10 @@ def per_gpu(rows: Rows, actions: Actions) -> list[GpuAction]:
 class Enforcer:
     """Applies :class:`GpuAction` s through the supervisor and counts the guard's actions."""
 
-    def __init__(self, supervisor: Supervisor) -> None:
+    def __init__(self, supervisor: Supervisor, runtime: PriorityRuntime | None = None) -> None:
         self.supervisor = supervisor
+        self.runtime = runtime
+        """The priority runtime's boards, where the policy shares by priority."""
         self.counts = {"pause": 0, "throttle": 0, "evict": 0}
 
     def apply(self, actions: list[GpuAction], now: float) -> None:
@@ -122,18 +130,27 @@ class Enforcer:
                 self._evict(action, offline, now)
                 continue
             if math.isfinite(action.pause_until):
-                if Why.PAUSE in action.why:  # a new pause, not an extension
-                    self.counts["pause"] += 1
-                    self.supervisor.store.event(
-                        now, NODE, "guard pause",
-                        detail=f"{action.detail}: offline paused {action.pause_until - now:g} s")
-                for record in offline:
-                    self.supervisor.pause(record.spec.name, now, action.pause_until)
+                self._pause(action, offline, now)
             if Why.THROTTLE in action.why:
                 self.counts["throttle"] += 1
                 self.supervisor.store.event(now, NODE, "guard throttle", detail=(
                     f"{action.detail}: online share >= {action.share}"))
             self._share(action, offline, now)
+
+    def _pause(self, action: GpuAction, offline: list[WorkloadRecord], now: float) -> None:
+        """Through the runtime's hold where the GPU's offline job runs it, else SIGSTOP."""
+        gated = self.runtime is not None and self.runtime.gated(action.gpu)
+        if Why.PAUSE in action.why:  # a new pause, not an extension
+            self.counts["pause"] += 1
+            how = " (the runtime's hold: at its next operator)" if gated else ""
+            self.supervisor.store.event(now, NODE, "guard pause", detail=(
+                f"{action.detail}: offline paused {action.pause_until - now:g} s{how}"))
+        if gated:
+            assert self.runtime is not None
+            self.runtime.hold(action.gpu, action.pause_until, now)
+            return
+        for record in offline:
+            self.supervisor.pause(record.spec.name, now, action.pause_until)
 
     def _share(self, action: GpuAction, offline: list[WorkloadRecord], now: float) -> None:
         if not action.placed:  # held: its offline work waits off the GPU
