@@ -26,7 +26,6 @@ from cotenant.model.gpu import CATALOG
 from cotenant.model.serving import Service, ServingSpec
 from cotenant.perf.mig_profiles import default_table
 from cotenant.policies.partition import PARTITION, verify
-from cotenant.policies.partition.highs import wait_idle
 from cotenant.policies.partition.planner import DEFAULT_TIME_LIMIT, build_problem
 
 FAMILIES = {"mixed": (30.0, 3000.0), "small": (5.0, 500.0), "large": (1000.0, 100000.0)}
@@ -79,7 +78,6 @@ def main() -> None:
                 plans = {}
                 for solver in solvers:
                     limit = limits.get(solver, DEFAULT_TIME_LIMIT)
-                    wait_idle(60.0)  # an earlier optimiser's abandoned HiGHS solve ends first
                     start = time.perf_counter()
                     plan = PARTITION.get(solver.split("@")[0])(problem, limit)
                     plans[solver] = (plan, time.perf_counter() - start)

@@ -1,13 +1,12 @@
 """The default optimiser, within a time budget:
 
 1. **greedy** (milliseconds even at 100,000 services); done if it meets the slice bound;
-2. the full **MILP** is started in the background with the whole budget (HiGHS releases
-   the GIL, so it has a core of its own), exactly as ``--solver milp`` runs it, where it
-   is small enough to help (:data:`MAX_MILP_PAIRS`): ``auto`` is not worse than the exact
-   solver given the same time, and meanwhile
+2. the **exact solve**, started exactly as ``--solver milp`` starts it
+   (:func:`~cotenant.policies.partition.milp.start_exact`: the same program, options and
+   time, at the same point of the deadline, in a child process of its own); and beside it,
+   in a second child process,
 3. the **LP relaxation** (with the knapsack cuts of
-   :mod:`~cotenant.policies.partition.formulation`) in at most 40% of the budget (80%
-   without the MILP) gives a stronger bound and the start of
+   :mod:`~cotenant.policies.partition.formulation`) gives a stronger bound and the start of
 4. **LP rounding**: keep the LP's instances rounded down, cover the remainder service by
    service with the cheapest instance pattern at the LP's dual prices (the ``lp-round``
    solver covers a small remainder exactly by the MILP instead), then pack all instances
@@ -17,27 +16,35 @@
    instances that tempt the remainder onto large idle ones, and the exact packing does
    better.) This is what plans thousands of services, where the MILP finds nothing in time.
 
-The best plan is kept, with the best lower bound any step found.
+The plan returned is the best of the greedy plan, the rounded plan and the exact solver's
+plan, with the best lower bound any step found. So ``auto`` is never worse than ``milp``
+given the same time, by construction, wherever the exact solve gets the CPU it would get
+alone: where the MILP is small enough to help (:data:`MILP_PAIRS_PER_SECOND`), the
+rounding runs at the lowest CPU priority, so that it only takes CPU time the exact solve
+leaves. With ``node_limit`` (a limit that does not depend on the CPU the machine gives) the
+two exact solves are the same computation, and ``auto`` is never worse, exactly.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from cotenant.errors import InfeasibleError, InvalidLayoutError
 from cotenant.model.deployment import GpuPlan
+from cotenant.policies.partition.bounds import relaxation_within
+from cotenant.policies.partition.child import LOWEST_PRIORITY, Pending
 from cotenant.policies.partition.formulation import slice_bound
 from cotenant.policies.partition.greedy import greedy_gpus, pack
 from cotenant.policies.partition.milp import (
-    PendingMilp,
     Relaxation,
     plan_from,
     relaxation,
     solve_counts,
     solver_time,
+    start_exact,
 )
 from cotenant.policies.partition.packing import cheapest_patterns, repack
 from cotenant.policies.partition.problem import (
@@ -58,10 +65,11 @@ REMAINDER_MILP_SERVICES = 400
 rarely finds a first plan for thousands of services within a second)."""
 
 
-def lp_round_gpus(
+def lp_round_counts(
     problem: PartitionProblem, relaxed: Relaxation, deadline: Deadline, share: float
-) -> tuple[GpuPlan, ...]:
-    """Step 3: the LP's instances rounded down, the remainder covered, all packed."""
+) -> tuple[IntArray, IntArray]:
+    """Step 4: the LP's instances rounded down, the remainder covered, all packed: layout
+    use (L,) and instances (S, P)."""
     take = np.floor(relaxed.z + 1e-9).astype(np.int64)
     rest = demand_left(problem.demand, (problem.rate * take).sum(axis=1))
     remainder = replace(problem, demand=rest)
@@ -75,7 +83,14 @@ def lp_round_gpus(
     use = repack(problem, total.sum(axis=0), min(REPACK_S, solver_time(problem, deadline)))
     if use is None:
         use = pack(problem, total.sum(axis=0))
-    return realise(problem, use, total)
+    return use, total
+
+
+def lp_round_gpus(
+    problem: PartitionProblem, relaxed: Relaxation, deadline: Deadline, share: float
+) -> tuple[GpuPlan, ...]:
+    """:func:`lp_round_counts` as GPUs."""
+    return realise(problem, *lp_round_counts(problem, relaxed, deadline, share))
 
 
 @PARTITION.register("lp-round", aliases=("rounding",))
@@ -83,7 +98,7 @@ def solve_lp_round(problem: PartitionProblem, time_limit: float = 10.0) -> Plan:
     """LP relaxation rounded down, the remainder covered (steps 2-3 above); the greedy plan
     where the LP does not solve in time."""
     deadline = Deadline(time_limit)
-    relaxed = relaxation(problem, solver_time(problem, deadline, 0.5))
+    relaxed = relaxation_within(problem, solver_time(problem, deadline, 0.5))
     bound = slice_bound(problem)
     if relaxed is None:
         gpus = greedy_gpus(problem)
@@ -99,43 +114,74 @@ def solve_lp_round(problem: PartitionProblem, time_limit: float = 10.0) -> Plan:
 
 MILP_PAIRS_PER_SECOND = 5_000
 MAX_MILP_PAIRS = 10_000
-"""``auto`` starts the full MILP only up to :data:`MILP_PAIRS_PER_SECOND` (service, profile)
-variables per second of its budget, and never beyond :data:`MAX_MILP_PAIRS` (about 2,000
-services): in our runs HiGHS found no first plan for 3,000 services (14,000 variables) in
-10 s and overran that limit by 6 s, and a solve it cannot use only takes a core from the
-LP. Without it the LP may take 80% of the budget, not 40%."""
+"""Up to :data:`MILP_PAIRS_PER_SECOND` (service, profile) variables per second of its budget,
+and at most :data:`MAX_MILP_PAIRS` (about 2,000 services), the exact solve is likely to
+help, and ``auto``'s rounding yields the CPU to it. Beyond, HiGHS rarely finds a first plan
+in time (none for 3,000 services, 14,000 variables, in 10 s in our runs), the rounding is
+what plans, and the two share the CPU."""
+LP_SHARE = 0.7
+"""Of the time left, the most the LP relaxation may take; the rounding takes the rest."""
+
+
+@dataclass(frozen=True)
+class Rounded:
+    """What the rounding child sends back: the LP's optimum and, where rounding gave one, a
+    plan as layout use (L,) and instances (S, P)."""
+
+    value: float
+    use: IntArray | None = None
+    instances: IntArray | None = None
+
+
+def _round(problem: PartitionProblem, deadline: Deadline) -> Rounded | None:
+    """Steps 3-4, in the rounding child."""
+    relaxed = relaxation(problem, solver_time(problem, deadline, LP_SHARE))
+    if relaxed is None:
+        return None
+    try:
+        use, instances = lp_round_counts(problem, relaxed, deadline, 0.0)
+    except (InfeasibleError, InvalidLayoutError):  # no candidate: the LP's bound alone
+        return Rounded(relaxed.value)
+    return Rounded(relaxed.value, use, instances)
+
+
+def _rounded_plan(problem: PartitionProblem, rounded: Rounded) -> tuple[GpuPlan, ...] | None:
+    if rounded.use is None or rounded.instances is None:
+        return None
+    try:
+        gpus = realise(problem, rounded.use, rounded.instances)
+        verify(problem, Plan("lp-round", gpus, 0, False))
+    except (InfeasibleError, InvalidLayoutError):
+        return None
+    return gpus
 
 
 @PARTITION.register("auto", aliases=("default",))
-def solve_auto(problem: PartitionProblem, time_limit: float = 10.0) -> Plan:
+def solve_auto(problem: PartitionProblem, time_limit: float = 10.0,
+               node_limit: int | None = None) -> Plan:
     deadline = Deadline(time_limit)
     best, solver = greedy_gpus(problem), "greedy"
     bound = slice_bound(problem)
     if len(best) <= bound:
         return Plan("auto:greedy", best, bound, True, deadline.elapsed())
+    exact = start_exact(problem, deadline, node_limit)  # as solve_milp starts it
     pairs = int(np.count_nonzero((problem.rate > 0) & (problem.demand > 0)[:, None]))
-    useful = pairs <= min(MAX_MILP_PAIRS, MILP_PAIRS_PER_SECOND * time_limit)
-    exact = (PendingMilp(problem, solver_time(problem, deadline))  # step 4, in the background
-             if useful else None)
-    relaxed = relaxation(problem, solver_time(problem, deadline, 0.4 if useful else 0.8))
-    if relaxed is not None:
-        bound = max(bound, math.ceil(relaxed.value - 1e-6))
-        if len(best) > bound:
-            try:
-                rounded = lp_round_gpus(problem, relaxed, deadline, 0.0)
-                verify(problem, Plan("lp-round", rounded, 0, False))
-            except (InfeasibleError, InvalidLayoutError):  # no candidate: keep the greedy
-                rounded = best
-            if len(rounded) < len(best):
-                best, solver = rounded, "lp-round"
-    if exact is not None:
-        found = exact.result()
-        if found.bound is not None:
-            bound = max(bound, found.bound)
-        gpus, taken = plan_from(problem, found, best)
-        if taken and len(gpus) < len(best):
-            best, solver = gpus, "milp"
-        if taken and found.proven:
-            bound = len(best)
+    helps = pairs <= min(MAX_MILP_PAIRS, MILP_PAIRS_PER_SECOND * time_limit)
+    rounding = Pending(lambda: _round(problem, deadline), solver_time(problem, deadline),
+                       nice=LOWEST_PRIORITY if helps else 0)
+    rounded = rounding.result()
+    if rounded is not None:
+        bound = max(bound, math.ceil(rounded.value - 1e-6))
+        gpus = _rounded_plan(problem, rounded) if len(best) > bound else None
+        if gpus is not None and len(gpus) < len(best):
+            best, solver = gpus, "lp-round"
+    found = exact.result()
+    if found.bound is not None:
+        bound = max(bound, found.bound)
+    gpus, taken = plan_from(problem, found, best)
+    if taken and len(gpus) < len(best):
+        best, solver = gpus, "milp"
+    if taken and found.proven:
+        bound = len(best)
     return Plan(f"auto:{solver}", best, min(bound, len(best)), len(best) <= bound,
                 deadline.elapsed())

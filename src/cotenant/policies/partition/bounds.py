@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linprog
 
+from cotenant.policies.partition.child import Pending
 from cotenant.policies.partition.formulation import formulate, slice_bound
 from cotenant.policies.partition.problem import Deadline, FloatArray, PartitionProblem
 
@@ -62,13 +63,21 @@ def relaxation(problem: PartitionProblem, seconds: float = 10.0) -> Relaxation |
     )
 
 
+def relaxation_within(problem: PartitionProblem, seconds: float) -> Relaxation | None:
+    """:func:`relaxation` in a child process that is killed if HiGHS overruns ``seconds``
+    (:mod:`~cotenant.policies.partition.child`)."""
+    if seconds < MIN_SOLVE_S:
+        return None
+    return Pending(lambda: relaxation(problem, seconds), seconds).result()
+
+
 def lower_bound(problem: PartitionProblem, deadline: Deadline | None = None,
                 relaxed: Relaxation | None = None, share: float = 0.5) -> int:
     """The best bound available in time: the slice bound, and the LP relaxation's where it
     is given or solves within ``share`` of the time ``deadline`` has left."""
     bound = slice_bound(problem)
     if relaxed is None and deadline is not None:
-        relaxed = relaxation(problem, solver_time(problem, deadline, share))
+        relaxed = relaxation_within(problem, solver_time(problem, deadline, share))
     if relaxed is not None:
         bound = max(bound, math.ceil(relaxed.value - 1e-6))
     return bound

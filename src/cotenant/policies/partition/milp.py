@@ -10,13 +10,18 @@ machine scheduling problem", arXiv 2109.11067, which also formulates the problem
 integer program.)
 
 Every call takes a :class:`~cotenant.policies.partition.problem.Deadline`; HiGHS gets the
-time left less a margin for turning its answer into GPUs and checking them.
+time left less a margin for turning its answer into GPUs and checking them, and runs in a
+child process that is killed if it overruns (:mod:`~cotenant.policies.partition.highs`).
+:func:`start_exact` is the one way the exact solve is started, by ``milp`` and by ``auto``
+alike. ``node_limit`` bounds HiGHS's branch and bound by nodes as well as by time: a limit
+that does not depend on how much CPU the machine gives, so that runs can be repeated
+exactly.
 """
 
 from __future__ import annotations
 
 __all__ = ["MIN_SOLVE_S", "Relaxation", "lower_bound", "lp_bound", "relaxation",
-           "solver_time"]
+           "solver_time", "start_exact"]
 
 import math
 from dataclasses import dataclass
@@ -51,10 +56,14 @@ heuristics overran a 0.5 s limit by 1.3 s, and without them it found the same pl
 time. With more time they are what finds a plan (500 large services, 30 s: none without)."""
 
 
-def _options(problem: PartitionProblem, seconds: float) -> dict[str, float]:
+def _options(problem: PartitionProblem, seconds: float,
+             node_limit: int | None = None) -> dict[str, float]:
     pairs = int(np.count_nonzero((problem.rate > 0) & (problem.demand > 0)[:, None]))
     quiet = pairs > QUIET_HEURISTICS_VARIABLES * max(seconds, 1.0)
-    return {"mip_heuristic_effort": 0.0} if quiet else {}
+    options = {"mip_heuristic_effort": 0.0} if quiet else {}
+    if node_limit is not None:
+        options["node_limit"] = float(node_limit)
+    return options
 
 
 @dataclass(frozen=True)
@@ -72,16 +81,16 @@ NO_ANSWER = MilpResult(None, None, None, False)
 
 
 class PendingMilp:
-    """The MILP solving in the background (:class:`~.highs.Solve`); :meth:`result` waits
+    """The MILP solving in a child process (:class:`~.highs.Solve`); :meth:`result` waits
     for it. ``auto`` rounds the LP meanwhile, so the MILP gets the whole time limit."""
 
     def __init__(self, problem: PartitionProblem, seconds: float,
-                 free: IntArray | None = None) -> None:
+                 free: IntArray | None = None, node_limit: int | None = None) -> None:
         self.problem = problem
         self.form = formulate(problem, free)
         self.solve = (Solve(self.form.cost, self.form.matrix, self.form.row_lower,
                             self.form.row_upper, self.form.upper, seconds,
-                            _options(problem, seconds))
+                            _options(problem, seconds, node_limit))
                       if seconds >= MIN_SOLVE_S else None)
 
     def result(self) -> MilpResult:
@@ -108,6 +117,15 @@ def solve_counts(
     return PendingMilp(problem, seconds, free).result()
 
 
+def start_exact(problem: PartitionProblem, deadline: Deadline,
+                node_limit: int | None = None) -> PendingMilp:
+    """The exact solve, started with all the time ``deadline`` has left: what ``milp``
+    waits for, and what ``auto`` starts at the same point of its own deadline (both after
+    the greedy plan and the slice bound), so that ``auto`` has the exact solver's answer in
+    hand when it picks its plan."""
+    return PendingMilp(problem, solver_time(problem, deadline), node_limit=node_limit)
+
+
 def plan_from(problem: PartitionProblem, found: MilpResult,
               fallback: tuple[GpuPlan, ...]) -> tuple[tuple[GpuPlan, ...], bool]:
     """The MILP's plan where it found one no larger than ``fallback``, else ``fallback``;
@@ -119,16 +137,17 @@ def plan_from(problem: PartitionProblem, found: MilpResult,
 
 
 @PARTITION.register("milp", aliases=("exact", "highs"))
-def solve_milp(problem: PartitionProblem, time_limit: float = 10.0) -> Plan:
-    """The optimum where HiGHS proves it within ``time_limit`` s, else its best plan and
-    bound; the greedy plan where HiGHS finds none as good within the time."""
+def solve_milp(problem: PartitionProblem, time_limit: float = 10.0,
+               node_limit: int | None = None) -> Plan:
+    """The optimum where HiGHS proves it within ``time_limit`` s (and ``node_limit``
+    nodes), else its best plan and bound; the greedy plan where HiGHS finds none as good."""
 
     deadline = Deadline(time_limit)
     greedy = greedy_gpus(problem)
     bound = slice_bound(problem)
     if len(greedy) <= bound:
         return Plan("milp:greedy", greedy, len(greedy), True, deadline.elapsed())
-    found = solve_counts(problem, solver_time(problem, deadline))
+    found = start_exact(problem, deadline, node_limit).result()
     if found.bound is not None:
         bound = max(bound, found.bound)
     gpus, taken = plan_from(problem, found, greedy)
