@@ -91,15 +91,32 @@ class Pending(Generic[T]):
             chunks.append(chunk)
 
     def _stop(self) -> None:
+        """Kill the child without waiting for it to be torn down (a solver holding hundreds
+        of MiB takes a while to free them): it is reaped later (:func:`_reap`)."""
         os.close(self._fd)
         with contextlib.suppress(ProcessLookupError):
             os.kill(self._pid, signal.SIGKILL)
-        os.waitpid(self._pid, 0)
+        _killed.append(self._pid)
         self._pid = 0
+        _reap()
 
     def __del__(self) -> None:  # an answer never asked for: do not leave the child running
         if self._pid:
             self._stop()
+
+
+_killed: list[int] = []
+
+
+def _reap() -> None:
+    """Collect the killed children that have ended (never waits)."""
+    for pid in list(_killed):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _killed.remove(pid)
 
 
 def _attempt(work: Callable[[], T]) -> tuple[bool, object]:

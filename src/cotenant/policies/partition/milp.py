@@ -57,12 +57,12 @@ time. With more time they are what finds a plan (500 large services, 30 s: none 
 
 
 def _options(problem: PartitionProblem, seconds: float,
-             node_limit: int | None = None) -> dict[str, float]:
+             node_limit: int | None = None) -> dict[str, float | int]:
     pairs = int(np.count_nonzero((problem.rate > 0) & (problem.demand > 0)[:, None]))
     quiet = pairs > QUIET_HEURISTICS_VARIABLES * max(seconds, 1.0)
-    options = {"mip_heuristic_effort": 0.0} if quiet else {}
+    options: dict[str, float | int] = {"mip_heuristic_effort": 0.0} if quiet else {}
     if node_limit is not None:
-        options["node_limit"] = float(node_limit)
+        options["node_limit"] = int(node_limit)
     return options
 
 
