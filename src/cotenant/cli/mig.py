@@ -51,7 +51,7 @@ def layouts(
         "--all", help="over every profile (1g.10gb, +me ...), not one per compute size")] = False,
 ) -> None:
     """Every maximal valid layout (one profile per compute size, or with --all every
-    profile); a * marks a layout that needs a recent driver (see cotenant mig validate)."""
+    profile); a * marks a layout with a driver note (see cotenant mig validate)."""
     geometry = _geometry(gpu)
     found = (geometry.maximal_layouts(tuple(p.name for p in geometry.profiles))
              if all_profiles else tuple(geometry.enumerate_maximal()))

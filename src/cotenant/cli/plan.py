@@ -122,6 +122,10 @@ def mig(
         float, typer.Option(min=0.01, callback=finite,
                             help="with --current: seconds that search may take")
     ] = SearchBound.seconds,
+    node_limit: Annotated[
+        int | None, typer.Option(min=1, help="milp and auto: stop HiGHS's branch and bound "
+                                 "after this many nodes too (a limit that repeats exactly)")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the plan as JSON")] = False,
 ) -> None:
     """Plan MIG layouts and instance assignments for a ServingPlan spec."""
@@ -141,7 +145,8 @@ def mig(
             "--current", f"deployment is on {current.gpu.name}, spec on {spec.gpu.name}"
         )
     table: ProfileTable = load_csv(profiles) if profiles else default_table()
-    problem, plan = plan_spec(spec, table, PARTITION.canonical(solver), time_limit)
+    problem, plan = plan_spec(spec, table, PARTITION.canonical(solver), time_limit,
+                              node_limit)
     data = to_json(problem, plan, spec.gpu.name)
     change: Reconfiguration | None = None
     planned = Deployment(spec.gpu, plan.gpus)

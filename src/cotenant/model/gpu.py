@@ -43,11 +43,14 @@ def _a100_class(
         (names[5], 5, 4, 4, memory_mib[5], s4, (0,), 1),
         (names[6], 0, 7, 8, memory_mib[6], s7, (0,), 1),
     )
+    # NVIDIA's MIG user guide (Supported MIG Profiles) names the driver release for the A30's
+    # +me profiles, but in the pages of it we could search no release for 4g + 3g: the note
+    # says so and how to check the node, rather than a release we cannot cite
     four_three = DriverNote(
         (names[5], names[4]),
-        f"{names[5]} + {names[4]} on one GPU needs a driver that supports the 4g + 3g "
-        "combination (NVIDIA's MIG user guide, supported MIG profiles): check the node's "
-        "driver before applying",
+        f"{names[5]} + {names[4]} on one GPU (4g + 3g): NVIDIA's MIG user guide, as far as "
+        "we could find, states no minimum driver for this combination; check that the "
+        "node's driver lists both placements (nvidia-smi mig -lgipp) before applying",
     )
     return MigGeometry(8, 7, tuple(MigProfile(*row) for row in rows), (four_three,))
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cotenant.cli.main import main
 from cotenant.model.gpu import CATALOG
 from cotenant.model.serving import Service, ServingSpec
 from cotenant.perf.mig_profiles import default_table
@@ -111,3 +112,25 @@ def test_the_time_limit_bounds_the_whole_process(tmp_path: Path) -> None:
         wall, data = _plan(spec, solver, limit)
         assert float(data["seconds"]) <= limit + 0.1  # type: ignore[arg-type]
         assert wall <= start_up + limit + TOLERANCE_S, (solver, wall, start_up)
+
+
+def test_node_limit_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"apiVersion": "cotenant/v1alpha1", "kind": "ServingPlan",
+                                "gpu": GPU, "services": services(60, "large", 2701)}),
+                    encoding="utf-8")
+    gpus = {}
+    for solver in ("milp", "auto"):
+        with pytest.raises(SystemExit) as done:
+            main(["plan", "mig", str(spec), "--json", "--solver", solver, "--node-limit", "5",
+                  "--time-limit", "60"])
+        assert done.value.code in (0, None)
+        gpus[solver] = json.loads(capsys.readouterr().out)["gpus"]
+    assert gpus["auto"] <= gpus["milp"]
+    with pytest.raises(SystemExit) as done:
+        main(["plan", "mig", str(spec), "--solver", "greedy", "--node-limit", "5"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "--node-limit: the greedy solver takes no node limit" in err[0]

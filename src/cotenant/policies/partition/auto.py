@@ -169,13 +169,15 @@ def solve_auto(problem: PartitionProblem, time_limit: float = 10.0,
     helps = pairs <= min(MAX_MILP_PAIRS, MILP_PAIRS_PER_SECOND * time_limit)
     rounding = Pending(lambda: _round(problem, deadline), solver_time(problem, deadline),
                        nice=LOWEST_PRIORITY if helps else 0)
+    found = exact.result()
+    if found.proven and found.use is not None:  # the optimum: no rounding can beat it
+        rounding.cancel()
     rounded = rounding.result()
     if rounded is not None:
         bound = max(bound, math.ceil(rounded.value - 1e-6))
         gpus = _rounded_plan(problem, rounded) if len(best) > bound else None
         if gpus is not None and len(gpus) < len(best):
             best, solver = gpus, "lp-round"
-    found = exact.result()
     if found.bound is not None:
         bound = max(bound, found.bound)
     gpus, taken = plan_from(problem, found, best)

@@ -78,6 +78,12 @@ class Pending(Generic[T]):
             raise value if isinstance(value, BaseException) else ChildError(str(value))
         return value  # type: ignore[return-value]
 
+    def cancel(self) -> None:
+        """Kill the child now: its answer is no longer needed."""
+        if self._pid:
+            self._stop()
+        self._done = None
+
     def _read(self) -> bytes | None:
         chunks: list[bytes] = []
         while True:

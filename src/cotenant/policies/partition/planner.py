@@ -9,14 +9,17 @@ the table does not know is rejected with the list of known ones.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from cotenant.errors import InputError, UnknownNameError
 from cotenant.model.mig import MigGeometry
 from cotenant.model.serving import ServingSpec
 from cotenant.perf.mig_profiles import ProfileTable
+from cotenant.policies.partition.auto import solve_auto
 from cotenant.policies.partition.formulation import slice_bound
-from cotenant.policies.partition.milp import MIN_SOLVE_S
+from cotenant.policies.partition.milp import MIN_SOLVE_S, solve_milp
 from cotenant.policies.partition.problem import Deadline, PartitionProblem, Plan, verify
 from cotenant.policies.partition.registry import PARTITION
 
@@ -95,6 +98,9 @@ MAX_PLAN_GPUS = 20_000
 takes more, is refused with one line; a rate that needs more is more often a unit mistake
 than a real fleet."""
 
+NODE_LIMITED = {"milp": solve_milp, "auto": solve_auto}
+"""The solvers that take a node limit besides their time limit."""
+
 DEFAULT_TIME_LIMIT = 1.0
 """Seconds the default optimiser gets: at 100 services it is within 1% of the optimum on
 average in this time (benchmarks/mig_planner.py); give big plans more to close the gap."""
@@ -105,16 +111,24 @@ def plan_spec(
     table: ProfileTable,
     solver: str = "auto",
     time_limit: float = DEFAULT_TIME_LIMIT,
+    node_limit: int | None = None,
 ) -> tuple[PartitionProblem, Plan]:
     """Plan ``spec`` with ``solver`` and prove the plan valid before returning it, all within
     about ``time_limit`` seconds (the first plan, the greedy one, is returned even when the
-    limit is shorter than it takes)."""
+    limit is shorter than it takes). ``node_limit`` (``milp`` and ``auto`` only) also stops
+    HiGHS's branch and bound after that many nodes."""
+    solve = PARTITION.get(solver)
+    if node_limit is not None:
+        if solver not in NODE_LIMITED:
+            raise InputError("--node-limit", f"the {solver} solver takes no node limit",
+                             hint=f"use it with --solver {' or '.join(NODE_LIMITED)}")
+        solve = partial(NODE_LIMITED[solver], node_limit=node_limit)
     deadline = Deadline(time_limit)
     problem = build_problem(spec, table)
     # the solver gets what building left, less the time checking the plan takes (about
     # 10 microseconds a service), so that the whole call keeps to ``time_limit``
     left = deadline.left() - 1e-5 * len(spec.services)
-    plan = PARTITION.get(solver)(problem, max(left, min(time_limit, MIN_SOLVE_S)))
+    plan = solve(problem, max(left, min(time_limit, MIN_SOLVE_S)))
     verify(problem, plan)
     if plan.gpu_count > MAX_PLAN_GPUS:
         raise InputError(f"{spec.source}.services", f"the {plan.solver} plan takes "
