@@ -9,8 +9,10 @@ solving, checking.
 It reports the child's wall time, the command's own time (from the CLI's imports done to
 its exit: reading, building, solving, checking, printing), its peak resident memory
 (``VmHWM`` of ``/proc/self/status``: ``ru_maxrss`` would count the parent's memory at the
-fork), exit status (2: a one-line error, whose text is shown), GPUs, bound, solver
-and the solver's own seconds.
+fork), the largest peak of the solver child processes it forked (HiGHS runs in them, so
+that it can be killed at the limit; 0 where none ran; the two peaks together bound the
+memory the command took), exit status (2: a one-line error, whose text is shown), GPUs,
+bound, solver and the solver's own seconds.
 
     .venv/bin/python benchmarks/mig_scale.py [--sizes 1000,3000,10000,30000,100000]
         [--families small,tiny,mixed] [--time-limits 1,10] [--solver auto]
@@ -77,7 +79,8 @@ def run(spec: Path, solver: str, limit: float, src: str | None) -> dict[str, obj
     lines = [x for x in lines if x.strip() and not x.startswith("PEAK_KIB ")]
     row: dict[str, object] = {"exit": done.returncode, "wall_s": round(wall, 2),
                               "peak_mib": round(int(peak[-1][0]) / 1024) if peak else "",
-                              "command_s": round(float(peak[-1][1]), 2) if peak else ""}
+                              "command_s": round(float(peak[-1][1]), 2) if peak else "",
+                              "solver_mib": round(int(peak[-1][2]) / 1024) if peak else ""}
     if done.returncode == 0:
         data = json.loads(done.stdout)
         row.update(gpus=data["gpus"], bound=data["lower_bound"], solver=data["solver"],
@@ -89,12 +92,13 @@ def run(spec: Path, solver: str, limit: float, src: str | None) -> dict[str, obj
 
 
 CHILD = """
-import atexit, sys, time
+import atexit, resource, sys, time
 from cotenant.cli.main import main
 t0 = time.perf_counter()
 def peak():
     hwm = [l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM:")]
-    sys.stderr.write("\\nPEAK_KIB %s %.3f\\n" % (hwm[0], time.perf_counter() - t0))
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    sys.stderr.write("\\nPEAK_KIB %s %.3f %d\\n" % (hwm[0], time.perf_counter() - t0, kids))
 atexit.register(peak)
 main()
 """
@@ -114,9 +118,9 @@ def main() -> None:
     print(f"# {platform.platform()}, python {platform.python_version()}, "
           f"{os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
           f"{', code from ' + args.src if args.src else ''}")
-    print("| family | services | time limit s | exit | wall s | command s | peak MiB | GPUs | "
-          "bound | solver | solve s |")
-    print("|---" * 11 + "|")
+    print("| family | services | time limit s | exit | wall s | command s | peak MiB | "
+          "solver child peak MiB | GPUs | bound | solver | solve s |")
+    print("|---" * 12 + "|")
     with tempfile.TemporaryDirectory() as tmp:
         for family in args.families.split(","):
             for n in (int(x) for x in args.sizes.split(",")):
@@ -130,7 +134,8 @@ def main() -> None:
                     if row["exit"] != 0:
                         extra = f"{row.get('error', '')} ({row.get('error_lines')} lines) | | |"
                     print(f"| {family} | {n:,} | {limit:g} | {row['exit']} | {row['wall_s']} | "
-                          f"{row['command_s']} | {row['peak_mib']} | {extra} |", flush=True)
+                          f"{row['command_s']} | {row['peak_mib']} | {row['solver_mib']} | "
+                          f"{extra} |", flush=True)
 
 
 if __name__ == "__main__":
