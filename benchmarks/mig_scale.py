@@ -92,11 +92,16 @@ def run(spec: Path, solver: str, limit: float, src: str | None) -> dict[str, obj
 
 
 CHILD = """
-import atexit, resource, sys, time
+import atexit, os, resource, sys, time
 from cotenant.cli.main import main
 t0 = time.perf_counter()
 def peak():
     hwm = [l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM:")]
+    while True:  # the solver children not yet reaped (the planner does not wait for them)
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     sys.stderr.write("\\nPEAK_KIB %s %.3f %d\\n" % (hwm[0], time.perf_counter() - t0, kids))
 atexit.register(peak)

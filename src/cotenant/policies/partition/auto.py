@@ -21,8 +21,9 @@ plan, with the best lower bound any step found. So ``auto`` is never worse than 
 given the same time, by construction, wherever the exact solve gets the CPU it would get
 alone: where the MILP is small enough to help (:data:`MILP_PAIRS_PER_SECOND`), the
 rounding runs at the lowest CPU priority, so that it only takes CPU time the exact solve
-leaves. With ``node_limit`` (a limit that does not depend on the CPU the machine gives) the
-two exact solves are the same computation, and ``auto`` is never worse, exactly.
+leaves (beyond, the exact solve yields to the rounding, which is what plans there). With
+``node_limit`` (a limit that does not depend on the CPU the machine gives) the two exact
+solves are the same computation, and ``auto`` is never worse, exactly.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ MAX_MILP_PAIRS = 10_000
 and at most :data:`MAX_MILP_PAIRS` (about 2,000 services), the exact solve is likely to
 help, and ``auto``'s rounding yields the CPU to it. Beyond, HiGHS rarely finds a first plan
 in time (none for 3,000 services, 14,000 variables, in 10 s in our runs), the rounding is
-what plans, and the two share the CPU."""
+what plans, and the exact solve yields the CPU to it."""
 LP_SHARE = 0.7
 """Of the time left, the most the LP relaxation may take; the rounding takes the rest."""
 
@@ -164,9 +165,10 @@ def solve_auto(problem: PartitionProblem, time_limit: float = 10.0,
     bound = slice_bound(problem)
     if len(best) <= bound:
         return Plan("auto:greedy", best, bound, True, deadline.elapsed())
-    exact = start_exact(problem, deadline, node_limit)  # as solve_milp starts it
     pairs = int(np.count_nonzero((problem.rate > 0) & (problem.demand > 0)[:, None]))
     helps = pairs <= min(MAX_MILP_PAIRS, MILP_PAIRS_PER_SECOND * time_limit)
+    # as solve_milp starts it; the one of the two less likely to help yields the CPU
+    exact = start_exact(problem, deadline, node_limit, nice=0 if helps else LOWEST_PRIORITY)
     rounding = Pending(lambda: _round(problem, deadline), solver_time(problem, deadline),
                        nice=LOWEST_PRIORITY if helps else 0)
     found = exact.result()

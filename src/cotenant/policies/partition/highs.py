@@ -38,15 +38,17 @@ def _milp(cost: FloatArray, matrix: sp.csr_array | FloatArray, row_lower: FloatA
 
 
 class Solve:
-    """One MILP started now in a child process, with HiGHS's ``time_limit`` set to
-    ``seconds``; :meth:`result` waits for its answer at most that long."""
+    """One MILP started now in a child process (at CPU priority ``nice``), with HiGHS's
+    ``time_limit`` set to ``seconds`` less :func:`reserve`; :meth:`result` waits for its
+    answer at most ``seconds``."""
 
     def __init__(self, cost: FloatArray, matrix: sp.csr_array | FloatArray,
                  row_lower: FloatArray, row_upper: FloatArray, upper: FloatArray,
-                 seconds: float, options: dict[str, Any] | None = None) -> None:
+                 seconds: float, options: dict[str, Any] | None = None,
+                 nice: int = 0) -> None:
         opts = {"time_limit": max(seconds - reserve(seconds), 0.001), **(options or {})}
         self._pending = Pending(
-            lambda: _milp(cost, matrix, row_lower, row_upper, upper, opts), seconds)
+            lambda: _milp(cost, matrix, row_lower, row_upper, upper, opts), seconds, nice)
 
     def result(self) -> OptimizeResult | None:
         """scipy's result, or None where HiGHS did not answer within its limit."""

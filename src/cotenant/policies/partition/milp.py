@@ -85,12 +85,13 @@ class PendingMilp:
     for it. ``auto`` rounds the LP meanwhile, so the MILP gets the whole time limit."""
 
     def __init__(self, problem: PartitionProblem, seconds: float,
-                 free: IntArray | None = None, node_limit: int | None = None) -> None:
+                 free: IntArray | None = None, node_limit: int | None = None,
+                 nice: int = 0) -> None:
         self.problem = problem
         self.form = formulate(problem, free)
         self.solve = (Solve(self.form.cost, self.form.matrix, self.form.row_lower,
                             self.form.row_upper, self.form.upper, seconds,
-                            _options(problem, seconds, node_limit))
+                            _options(problem, seconds, node_limit), nice)
                       if seconds >= MIN_SOLVE_S else None)
 
     def result(self) -> MilpResult:
@@ -118,12 +119,14 @@ def solve_counts(
 
 
 def start_exact(problem: PartitionProblem, deadline: Deadline,
-                node_limit: int | None = None) -> PendingMilp:
+                node_limit: int | None = None, nice: int = 0) -> PendingMilp:
     """The exact solve, started with all the time ``deadline`` has left: what ``milp``
     waits for, and what ``auto`` starts at the same point of its own deadline (both after
     the greedy plan and the slice bound), so that ``auto`` has the exact solver's answer in
-    hand when it picks its plan."""
-    return PendingMilp(problem, solver_time(problem, deadline), node_limit=node_limit)
+    hand when it picks its plan. ``nice`` lowers its CPU priority (``auto``, where HiGHS is
+    unlikely to find a plan in time)."""
+    return PendingMilp(problem, solver_time(problem, deadline), node_limit=node_limit,
+                       nice=nice)
 
 
 def plan_from(problem: PartitionProblem, found: MilpResult,
