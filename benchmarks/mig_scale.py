@@ -97,13 +97,14 @@ from cotenant.cli.main import main
 t0 = time.perf_counter()
 def peak():
     hwm = [l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM:")]
+    took = time.perf_counter() - t0
     while True:  # the solver children not yet reaped (the planner does not wait for them)
         try:
             os.waitpid(-1, 0)
         except ChildProcessError:
             break
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    sys.stderr.write("\\nPEAK_KIB %s %.3f %d\\n" % (hwm[0], time.perf_counter() - t0, kids))
+    sys.stderr.write("\\nPEAK_KIB %s %.3f %d\\n" % (hwm[0], took, kids))
 atexit.register(peak)
 main()
 """
