@@ -17,13 +17,18 @@
    better.) This is what plans thousands of services, where the MILP finds nothing in time.
 
 The plan returned is the best of the greedy plan, the rounded plan and the exact solver's
-plan, with the best lower bound any step found. So ``auto`` is never worse than ``milp``
-given the same time, by construction, wherever the exact solve gets the CPU it would get
-alone: where the MILP is small enough to help (:data:`MILP_PAIRS_PER_SECOND`), the
-rounding runs at the lowest CPU priority, so that it only takes CPU time the exact solve
-leaves (beyond, the exact solve yields to the rounding, which is what plans there). With
-``node_limit`` (a limit that does not depend on the CPU the machine gives) the two exact
-solves are the same computation, and ``auto`` is never worse, exactly.
+plan, with the best lower bound any step found: ``auto`` holds the answer ``milp`` would
+give, so it is never worse than ``milp`` given the same limit, by construction, wherever the
+two exact solves get the same CPU. With ``node_limit`` (a limit that does not depend on the
+CPU the machine gives) they are the same computation, and ``auto`` is never worse, exactly.
+Under a time limit on a busy machine, two runs of the same exact solve differ by the CPU
+each got (on this project's 2-core VM under a load of 4, ``milp`` with 1 s returned 803,
+807, 903 and 903 GPUs for one spec in four runs a few seconds apart).
+
+The rounding runs at normal CPU priority: at the lowest it starved under load (a load of 12
+on 2 cores) and ``auto`` lost its rounded plans. Beyond the size where the MILP is likely to
+help (:data:`MILP_PAIRS_PER_SECOND`) the exact solve runs at the lowest priority instead,
+since there the rounding is what plans.
 """
 
 from __future__ import annotations
@@ -117,9 +122,9 @@ MILP_PAIRS_PER_SECOND = 5_000
 MAX_MILP_PAIRS = 10_000
 """Up to :data:`MILP_PAIRS_PER_SECOND` (service, profile) variables per second of its budget,
 and at most :data:`MAX_MILP_PAIRS` (about 2,000 services), the exact solve is likely to
-help, and ``auto``'s rounding yields the CPU to it. Beyond, HiGHS rarely finds a first plan
-in time (none for 3,000 services, 14,000 variables, in 10 s in our runs), the rounding is
-what plans, and the exact solve yields the CPU to it."""
+help and runs at normal CPU priority. Beyond, HiGHS rarely finds a first plan in time (none
+for 3,000 services, 14,000 variables, in 10 s in our runs), the rounding is what plans, and
+the exact solve yields the CPU to it."""
 LP_SHARE = 0.7
 """Of the time left, the most the LP relaxation may take; the rounding takes the rest."""
 
@@ -167,10 +172,9 @@ def solve_auto(problem: PartitionProblem, time_limit: float = 10.0,
         return Plan("auto:greedy", best, bound, True, deadline.elapsed())
     pairs = int(np.count_nonzero((problem.rate > 0) & (problem.demand > 0)[:, None]))
     helps = pairs <= min(MAX_MILP_PAIRS, MILP_PAIRS_PER_SECOND * time_limit)
-    # as solve_milp starts it; the one of the two less likely to help yields the CPU
+    # as solve_milp starts it; where it is unlikely to help, it yields the CPU
     exact = start_exact(problem, deadline, node_limit, nice=0 if helps else LOWEST_PRIORITY)
-    rounding = Pending(lambda: _round(problem, deadline), solver_time(problem, deadline),
-                       nice=LOWEST_PRIORITY if helps else 0)
+    rounding = Pending(lambda: _round(problem, deadline), solver_time(problem, deadline))
     found = exact.result()
     if found.proven and found.use is not None:  # the optimum: no rounding can beat it
         rounding.cancel()
