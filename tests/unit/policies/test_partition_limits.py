@@ -82,6 +82,15 @@ def test_a_child_that_overruns_is_killed_on_time() -> None:
         Pending(lambda: 1 // 0, 5.0).result()
 
 
+def test_a_large_answer_is_read_while_waiting_for_another_child() -> None:
+    """More than a pipe holds: the child can finish writing only while it is read."""
+    slow = Pending(lambda: time.sleep(1.0) or "slow", 5.0)
+    large = Pending(lambda: b"x" * 500_000, 0.5)
+    slow.wait(large)  # past large's deadline: its answer was read meanwhile
+    assert slow.result() == "slow"
+    assert large.result() == b"x" * 500_000
+
+
 def _plan(spec: Path, solver: str, limit: float) -> tuple[float, dict[str, object]]:
     argv = [sys.executable, "-c", "from cotenant.cli.main import main; main()", "plan", "mig",
             str(spec), "--json", "--solver", solver, "--time-limit", str(limit)]

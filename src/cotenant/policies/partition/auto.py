@@ -175,6 +175,8 @@ def solve_auto(problem: PartitionProblem, time_limit: float = 10.0,
     # as solve_milp starts it; where it is unlikely to help, it yields the CPU
     exact = start_exact(problem, deadline, node_limit, nice=0 if helps else LOWEST_PRIORITY)
     rounding = Pending(lambda: _round(problem, deadline), solver_time(problem, deadline))
+    if exact.pending is not None:  # the rounding's answer is read meanwhile
+        exact.pending.wait(rounding)
     found = exact.result()
     if found.proven and found.use is not None:  # the optimum: no rounding can beat it
         rounding.cancel()

@@ -25,7 +25,7 @@ import select
 import signal
 import time
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -49,6 +49,9 @@ class Pending(Generic[T]):
         self._done: tuple[bool, object] | None = None
         self._pid = 0
         self._fd = -1
+        self._chunks: list[bytes] = []
+        self._open = True  # reading: no end of answer yet, and time left
+        self._complete = False
         if not CAN_FORK:
             self._done = _attempt(work)
             return
@@ -60,15 +63,38 @@ class Pending(Generic[T]):
         os.close(write)
         self._pid, self._fd = pid, read
 
+    def wait(self, *others: Pending[Any]) -> None:
+        """Wait until this child has answered or its time is up, reading ``others``'
+        answers meanwhile as they come: a child whose answer is larger than a pipe holds
+        (64 KiB) cannot finish writing it until it is read."""
+        group = [p for p in (self, *others) if p._pid]
+        while self._pid and self._open:
+            now = time.perf_counter()
+            for p in group:
+                if p._open and p.ends <= now:
+                    p._open = False  # out of time
+            live = [p for p in group if p._open]
+            if not self._open or not live:
+                break
+            wait = min(p.ends for p in live) - now
+            ready, _, _ = select.select([p._fd for p in live], [], [], max(wait, 0.0))
+            for p in live:
+                if p._fd in ready:
+                    chunk = os.read(p._fd, 1 << 20)
+                    if chunk:
+                        p._chunks.append(chunk)
+                    else:
+                        p._open, p._complete = False, True
+
     def result(self) -> T | None:
         """The child's answer; None where it did not answer in time (it is killed). An
         exception the child raised is raised here."""
         if self._done is None and self._pid:
-            data = self._read()
+            self.wait()
             self._stop()
-            if data is not None:
+            if self._complete and self._chunks:
                 try:
-                    self._done = pickle.loads(data)
+                    self._done = pickle.loads(b"".join(self._chunks))
                 except Exception as exc:  # a truncated answer: the child died writing it
                     self._done = (False, ChildError(f"unreadable answer: {exc}"))
         if self._done is None:
@@ -83,18 +109,6 @@ class Pending(Generic[T]):
         if self._pid:
             self._stop()
         self._done = None
-
-    def _read(self) -> bytes | None:
-        chunks: list[bytes] = []
-        while True:
-            left = self.ends - time.perf_counter()
-            ready, _, _ = select.select([self._fd], [], [], max(left, 0.0))
-            if not ready:
-                return None  # out of time
-            chunk = os.read(self._fd, 1 << 20)
-            if not chunk:
-                return b"".join(chunks) if chunks else None
-            chunks.append(chunk)
 
     def _stop(self) -> None:
         """Kill the child without waiting for it to be torn down (a solver holding hundreds

@@ -47,12 +47,12 @@ class Solve:
                  seconds: float, options: dict[str, Any] | None = None,
                  nice: int = 0) -> None:
         opts = {"time_limit": max(seconds - reserve(seconds), 0.001), **(options or {})}
-        self._pending = Pending(
+        self.pending: Pending[OptimizeResult] = Pending(
             lambda: _milp(cost, matrix, row_lower, row_upper, upper, opts), seconds, nice)
 
     def result(self) -> OptimizeResult | None:
         """scipy's result, or None where HiGHS did not answer within its limit."""
-        return self._pending.result()
+        return self.pending.result()
 
 
 def solve_within(

@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import OptimizeResult
 
 from cotenant.model.deployment import GpuPlan
 from cotenant.policies.partition.bounds import (
@@ -37,6 +38,7 @@ from cotenant.policies.partition.bounds import (
     relaxation,
     solver_time,
 )
+from cotenant.policies.partition.child import Pending
 from cotenant.policies.partition.formulation import formulate, slice_bound
 from cotenant.policies.partition.greedy import greedy_gpus
 from cotenant.policies.partition.highs import Solve
@@ -93,6 +95,11 @@ class PendingMilp:
                             self.form.row_upper, self.form.upper, seconds,
                             _options(problem, seconds, node_limit), nice)
                       if seconds >= MIN_SOLVE_S else None)
+
+    @property
+    def pending(self) -> Pending[OptimizeResult] | None:
+        """The child process solving it (None where there was no time to start one)."""
+        return self.solve.pending if self.solve is not None else None
 
     def result(self) -> MilpResult:
         res = self.solve.result() if self.solve is not None else None
