@@ -122,7 +122,8 @@ class Pending(Generic[T]):
 
     def __del__(self) -> None:  # an answer never asked for: do not leave the child running
         if self._pid:
-            self._stop()
+            with contextlib.suppress(Exception):  # at interpreter exit os may be gone
+                self._stop()
 
 
 _killed: list[int] = []
