@@ -24,9 +24,23 @@ is due. What is observation and enforcement here:
   (not their fault), online ones first, offline ones after;
 * online work is never stopped or delayed for offline's sake: online workloads start first in
   every tick, and only offline clients are restarted to change their SM share;
-* an agent restart (a new Supervisor on the same SQLite file) re-adopts every process still
-  alive and accounts for the rest (their exit is classified, ``lost`` where unknown), so no
-  workload disappears from the state;
+* every change is written before it is made (write-ahead): a start records ``starting``
+  with a fresh launch id, then spawns the process with that id in its environment
+  (:data:`~cotenant.agent.backends.base.LAUNCH_VAR`), then records ``running``; a stop or a
+  restart records ``stopping`` / ``restarting`` before its SIGTERM; an exit is recorded
+  together with its outcome and its count, in one transaction. Fault points
+  (:mod:`cotenant.agent.faultpoints`) sit between the steps;
+* an agent restart (a new Supervisor on the same state) reconciles the database with the
+  processes the backend can find (:meth:`~cotenant.agent.backends.base.ProcessBackend.launched`:
+  the launch ids in live processes' environments): a ``starting`` workload whose process
+  exists is adopted, else started again; every process still alive is re-adopted and the
+  rest accounted for (their exit is classified from the status the process's wrapper left,
+  ``lost`` where unknown); a live process the database does not know (its row lost with a
+  storage fault, or the database deleted) is adopted from the spec in its environment, or
+  stopped where its workload is finished or runs another process. So no sequence of
+  crashes runs a workload twice or loses one;
+* timeouts (the SIGKILL after a stop's grace) run on a monotonic clock: a wall clock step
+  changes none of them;
 * an offline workload can be *paused* for the compute guard (:mod:`cotenant.agent.pauses`):
   it keeps its memory and MPS share and launches nothing until it is resumed at the time
   given, or before it is stopped or restarted; an agent that starts resumes every offline
@@ -35,12 +49,20 @@ is due. What is observation and enforcement here:
 
 from __future__ import annotations
 
+import json
 import math
+import secrets
 import signal
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from cotenant.agent.backends.base import (
+    LAUNCH_VAR,
+    SPEC_VAR,
+    WORKLOAD_VAR,
     BackendFeature,
+    Launched,
     NodeBackend,
     ProcessStatus,
     ProcState,
@@ -57,6 +79,7 @@ from cotenant.errors import CotenantError, InputError, PermanentError, Temporary
 from cotenant.policies.colocation.recovery import Next, Recovery, Response
 
 NODE = "node"  # the events table's workload name for node-level events
+_Event = tuple[float, str, str, str | None, str]
 
 
 MAX_ACTIVE = 256
@@ -77,6 +100,7 @@ class Supervisor:
         *,
         recovery: Recovery | None = None,
         stop_grace_s: float = 10.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.backend = backend
         self.store = store
@@ -98,6 +122,12 @@ class Supervisor:
         self.start_env: Callable[[WorkloadSpec], Mapping[str, str]] | None = None
         """More environment for a workload that starts (the priority runtime's)."""
         self._last_now = -math.inf
+        self.monotonic = monotonic
+        """The clock of every timeout (a stop's grace): never the wall clock."""
+        self.points = store.points
+        self._deadlines: dict[str, float] = {}  # workload -> SIGKILL after (monotonic)
+        self.orphans: dict[int, str] = {}
+        """Live processes no workload claims that recovery could not adopt: pid -> why."""
 
     # --- requests ----------------------------------------------------------------------------
 
@@ -132,8 +162,8 @@ class Supervisor:
                              hint=f"give at most {total}")
 
     def _add(self, spec: WorkloadSpec, now: float) -> WorkloadRecord:
-        record = self.store.add(spec, now)
-        self.store.event(now, spec.name, "submitted", detail=" ".join(spec.argv))
+        record = self.store.add(spec, now)  # on disk (with its event) before it is answered
+        self.points.hit("submit.recorded")
         return record
 
     def stop(self, name: str, now: float) -> WorkloadRecord:
@@ -147,12 +177,17 @@ class Supervisor:
             raise InputError(f"workload {name!r}", "does not exist")
         if record.status.final:
             return record
-        self.store.event(now, name, "stop requested")
+        running = record.status.has_process and record.pid is not None
+        # the intent is on disk before the SIGTERM (else StorageError: the API's 503)
+        record = self.store.commit(
+            replace(record, status=Status.STOPPING if running else Status.STOPPED, since=now),
+            ((now, name, "stop requested", None, ""),), durable=True)
         self.downtime.forget(name)
-        if record.status.has_process and record.pid is not None:
+        self.points.hit("stop.intent")
+        if running and record.pid is not None:
             self._signal_stop(name, record.pid, now)
-            return self.store.update(record, status=Status.STOPPING, since=now)
-        return self.store.update(record, status=Status.STOPPED, since=now)
+            self.points.hit("stop.signalled")
+        return record
 
     def restart_for_share(self, name: str, share_pct: int, now: float) -> None:
         """Give offline workload ``name`` a new SM share by restarting its client (MPS reads
@@ -160,11 +195,13 @@ class Supervisor:
         record = self.store.get(name)
         if record is None or record.spec.role is not Role.OFFLINE:
             return
-        record = self.store.update(record, share_pct=share_pct)
-        if record.status is Status.RUNNING and record.pid is not None:
-            self.store.event(now, name, "share change", detail=f"{record.applied_pct}->{share_pct}")
-            self.downtime.stopped_for_share(name, now)
-            self._stop_to_restart(record, record.pid, now)
+        if record.status is not Status.RUNNING or record.pid is None:
+            self.store.update(record, share_pct=share_pct)
+            return
+        self.downtime.stopped_for_share(name, now)
+        event = (now, name, "share change", None, f"{record.applied_pct}->{share_pct}")
+        self._stop_to_restart(replace(record, share_pct=share_pct), record.pid, now,
+                              "share", (event,))
 
     def hold_offline(self, gpu: int, until: float) -> None:
         """Start no offline workload on ``gpu`` before ``until`` (the guard's eviction); the
@@ -199,15 +236,22 @@ class Supervisor:
         record = self.store.get(name)
         if (record is not None and record.spec.role is Role.OFFLINE
                 and record.status is Status.RUNNING and record.pid is not None):
-            self._stop_to_restart(record, record.pid, now)
+            self._stop_to_restart(record, record.pid, now, "evict")
 
-    def _stop_to_restart(self, record: WorkloadRecord, pid: int, now: float) -> None:
-        """SIGTERM (SIGKILL after the stop grace); started again once it has exited."""
+    def _stop_to_restart(self, record: WorkloadRecord, pid: int, now: float, why: str,
+                         events: tuple[tuple[float, str, str, str | None, str], ...] = ()
+                         ) -> None:
+        """Record ``restarting``, then SIGTERM (SIGKILL after the stop grace); started again
+        once it has exited."""
+        self.store.commit(replace(record, status=Status.RESTARTING, since=now), events)
+        self.points.hit(f"{why}.intent")
         self._signal_stop(record.spec.name, pid, now)
-        self.store.update(record, status=Status.RESTARTING, since=now)
+        self.points.hit(f"{why}.signalled")
 
     def _signal_stop(self, name: str, pid: int, now: float) -> None:
-        """SIGTERM, and SIGCONT where the process is paused, so that it can act on it."""
+        """SIGTERM, and SIGCONT where the process is paused, so that it can act on it; the
+        SIGKILL follows ``stop_grace_s`` later on the monotonic clock."""
+        self._deadlines[name] = self.monotonic() + self.stop_grace_s
         self.backend.send_signal(pid, signal.SIGTERM)
         self.pauses.release(name, now, "to stop")
 
@@ -218,6 +262,7 @@ class Supervisor:
         if now < self._last_now:
             self._clock_stepped_back(self._last_now - now)
         self._last_now = now
+        self.store.flush()  # what a storage fault kept in memory, and a deleted database
         if not self._recovered:
             self._recover(now)
         self._read_xids(now)
@@ -240,23 +285,82 @@ class Supervisor:
         self.downtime.shift(by)
 
     def _recover(self, now: float) -> None:
+        """Reconcile the state with the processes found (see the module docstring)."""
         self._recovered = True
+        found = {f.launch: f for f in self.backend.launched()}
         for record in self.store.all():
             if record.spec.role is Role.OFFLINE and (
                     record.status is Status.RESTARTING
                     or (record.status is Status.PENDING
                         and record.last_exit.startswith("requested"))):
                 self.downtime.down_unseen(record.spec.name)  # a previous agent's restart
+            if record.status is Status.STARTING:
+                self._recover_start(record, found.pop(record.launch, None), now)
+                continue
             if not record.status.has_process or record.pid is None:
                 continue
-            status = self.backend.poll(record.pid)
-            if status.state is ProcState.RUNNING:
-                self.store.event(now, record.spec.name, "adopted", detail=f"pid {record.pid}")
-                if record.spec.role is Role.OFFLINE:  # a pause of the previous agent's
-                    self.backend.send_signal(record.pid, signal.SIGCONT)
-            else:
-                self.store.event(now, record.spec.name, "lost", detail=f"pid {record.pid}")
-                self._exited(record, status, now)
+            found.pop(record.launch, None)
+            self._recover_process(record, now)
+        for launched in found.values():  # live processes the state does not know
+            self._recover_unknown(launched, now)
+
+    def _recover_start(self, record: WorkloadRecord, launched: Launched | None,
+                       now: float) -> None:
+        """A start the previous agent had written and may have made."""
+        name = record.spec.name
+        if launched is not None:
+            self.store.commit(replace(record, status=Status.RUNNING, pid=launched.pid,
+                                      since=now),
+                              ((now, name, "adopted", None, f"pid {launched.pid} (was starting)"),))
+            return
+        self.store.commit(replace(record, status=Status.PENDING, next_start=now, launch=""),
+                          ((now, name, "start not made", None, "starting again"),))
+
+    def _recover_process(self, record: WorkloadRecord, now: float) -> None:
+        assert record.pid is not None
+        status = self.backend.poll(record.pid)
+        name = record.spec.name
+        if status.state is not ProcState.RUNNING:
+            known = "status unknown" if status.state is ProcState.UNKNOWN else "status known"
+            self.store.event(now, name, "lost", detail=f"pid {record.pid} ({known})")
+            self._exited(record, status, now)
+            return
+        self.store.event(now, name, "adopted", detail=f"pid {record.pid}")
+        if record.status in (Status.STOPPING, Status.RESTARTING):
+            # its SIGTERM may not have gone out: send it, and start the grace afresh
+            self._signal_stop(name, record.pid, now)
+        elif record.spec.role is Role.OFFLINE:  # a pause of the previous agent's
+            self.backend.send_signal(record.pid, signal.SIGCONT)
+
+    def _recover_unknown(self, launched: Launched, now: float) -> None:
+        """A live process with a launch id no workload's record holds: adopted where its
+        workload has no process (its record lost, or the database deleted), stopped where
+        its workload is finished or runs another process (never two copies)."""
+        record = self.store.get(launched.workload)
+        pid = launched.pid
+        if record is None:
+            try:
+                spec = WorkloadSpec.from_dict(json.loads(launched.spec))
+            except (CotenantError, ValueError, TypeError):
+                self.orphans[pid] = f"workload {launched.workload!r} unknown, spec unreadable"
+                self.store.event(now, NODE, "orphan", detail=f"pid {pid}: {self.orphans[pid]}")
+                return
+            record = WorkloadRecord(spec, Status.RUNNING, pid, share_pct=spec.sm_share,
+                                    since=now, launch=launched.launch)
+            self.store.commit(record, ((now, spec.name, "adopted", None,
+                                        f"pid {pid} (not in the state: from its environment)"),))
+            return
+        name = record.spec.name
+        if record.status.final or record.status.has_process:
+            self.store.event(now, name, "duplicate stopped",
+                             detail=f"pid {pid} ({record.status.value}, pid {record.pid})")
+            self._deadlines[f"{name}#{pid}"] = self.monotonic() + self.stop_grace_s
+            self.backend.send_signal(pid, signal.SIGTERM)
+            self.orphans[pid] = f"copy of {name!r} stopped"
+            return
+        self.store.commit(replace(record, status=Status.RUNNING, pid=pid, since=now,
+                                  launch=launched.launch),
+                          ((now, name, "adopted", None, f"pid {pid} (its start not recorded)"),))
 
     def _read_xids(self, now: float) -> None:
         if not self._xid_feature:
@@ -297,15 +401,18 @@ class Supervisor:
         status = self.backend.poll(record.pid)
         if status.state is ProcState.RUNNING:
             outlived_daemon = record.since < self._mps_failed.get(record.spec.gpu, -1.0)
-            overdue = record.status in (Status.STOPPING, Status.RESTARTING) and (
-                now - record.since > self.stop_grace_s
-            )
+            deadline = self._deadlines.get(record.spec.name)
+            overdue = (record.status in (Status.STOPPING, Status.RESTARTING)
+                       and deadline is not None and self.monotonic() > deadline)
             if outlived_daemon or overdue:
                 self.backend.send_signal(record.pid, signal.SIGKILL)
             return
         self._exited(record, status, now)
 
     def _exited(self, record: WorkloadRecord, status: ProcessStatus, now: float) -> None:
+        """Record an exit together with what follows it (and its fault count), in one
+        transaction: a crash before it finds the exit again, after it finds it done."""
+        self.points.hit("exit.seen")
         name, spec = record.spec.name, record.spec
         mps_failed = record.since < self._mps_failed.get(spec.gpu, -1.0)
         fault, detail = classify(status, spec.gpu, now, self._xids, mps_failed)
@@ -313,51 +420,54 @@ class Supervisor:
         requested = (record.status in (Status.STOPPING, Status.RESTARTING)
                      and asked_for(status, fault))
         label = "requested" if requested else fault.value
-        self.store.event(now, name, "exit", None if requested else fault.value,
-                         f"{label}: {detail}" if requested else detail)
+        events = [(now, name, "exit", None if requested else fault.value,
+                   f"{label}: {detail}" if requested else detail)]
         ran_s = now - record.since  # since its start (or since it was asked to stop)
-        record = self.store.update(record, pid=None, last_exit=f"{label}: {detail}",
-                                   since=now)
+        self._deadlines.pop(name, None)
+        exited = replace(record, pid=None, last_exit=f"{label}: {detail}", since=now)
         if not requested:  # a crash or fault, also while checkpointing: no restart cost
             self.downtime.forget(name)
         if record.status is Status.STOPPING:
-            self.store.update(record, status=Status.STOPPED)
+            new = replace(exited, status=Status.STOPPED)
         elif record.status is Status.RESTARTING:
-            self._restart(record, now, delay=0.0, count=False)
+            new = self._restart(exited, now, 0.0, events, count=False)
         else:
             failures = self.recovery.failures_after(record.failures, ran_s)
             response = self.recovery.respond(recovery_fault(fault, signum),
                                              spec.role is Role.ONLINE, failures)
-            self._respond(record, response, failures, detail, now)
+            new = self._respond(exited, response, failures, detail, now, events)
+        self.store.commit(new, tuple(events))
+        self.points.hit("exit.recorded")
 
     def _respond(self, record: WorkloadRecord, response: Response, failures: int, detail: str,
-                 now: float) -> None:
-        """Enforce the recovery's ``response`` to an exit of ``record``."""
+                 now: float, events: list[_Event]) -> WorkloadRecord:
+        """The record after the recovery's ``response`` to an exit (``events`` gets what to
+        log with it)."""
         name = record.spec.name
         failures += int(response.counts)
         if response.next is Next.DONE:
-            self.store.update(record, status=Status.COMPLETED, failures=failures)
-        elif response.next is Next.STOP:
-            self.store.event(now, name, "graceful stop", detail=detail)
-            self.store.update(record, status=Status.STOPPED, failures=failures)
-        elif response.next is Next.GIVE_UP:
-            self.store.event(now, name, "gave up",
-                             detail=f"{failures} faults of its own, {record.restarts} restarts")
-            self.store.update(record, status=Status.FAILED, failures=failures)
-        else:
-            if response.quarantine_s > 0.0:
-                self.store.event(now, NODE, "gpu quarantined", detail=f"GPU {record.spec.gpu}: "
-                                 f"no offline work for {response.quarantine_s:g} s")
-                self.hold_offline(record.spec.gpu, now + response.quarantine_s)
-            self._restart(record, now, response.delay_s, failures=failures)
+            return replace(record, status=Status.COMPLETED, failures=failures)
+        if response.next is Next.STOP:
+            events.append((now, name, "graceful stop", None, detail))
+            return replace(record, status=Status.STOPPED, failures=failures)
+        if response.next is Next.GIVE_UP:
+            events.append((now, name, "gave up", None,
+                           f"{failures} faults of its own, {record.restarts} restarts"))
+            return replace(record, status=Status.FAILED, failures=failures)
+        if response.quarantine_s > 0.0:
+            events.append((now, NODE, "gpu quarantined", None, f"GPU {record.spec.gpu}: "
+                           f"no offline work for {response.quarantine_s:g} s"))
+            self.hold_offline(record.spec.gpu, now + response.quarantine_s)
+        return self._restart(record, now, response.delay_s, events, failures=failures)
 
-    def _restart(self, record: WorkloadRecord, now: float, delay: float,
-                 count: bool = True, failures: int | None = None) -> None:
+    @staticmethod
+    def _restart(record: WorkloadRecord, now: float, delay: float, events: list[_Event],
+                 count: bool = True, failures: int | None = None) -> WorkloadRecord:
         status = Status.PENDING if delay == 0.0 else Status.BACKOFF
-        self.store.event(now, record.spec.name, "restart", detail=f"in {delay:g} s")
-        self.store.update(record, status=status, restarts=record.restarts + int(count),
-                          next_start=now + delay,
-                          failures=record.failures if failures is None else failures)
+        events.append((now, record.spec.name, "restart", None, f"in {delay:g} s"))
+        return replace(record, status=status, restarts=record.restarts + int(count),
+                       next_start=now + delay, launch="",
+                       failures=record.failures if failures is None else failures)
 
     def _start_due(self, now: float) -> None:
         due = [r for r in self.store.all()
@@ -373,34 +483,52 @@ class Supervisor:
                 del self._mps_failed[gpu]
 
     def _start(self, record: WorkloadRecord, now: float) -> None:
+        """Write the intent (``starting``, a new launch id), spawn, record ``running``. The
+        spawn goes ahead while writes fail: the launch id in the process's environment
+        finds it after a crash all the same."""
         spec = record.spec
         share = record.share_pct if record.share_pct is not None else spec.sm_share
-        env = dict(spec.env)
+        launch = secrets.token_hex(8)
         try:
-            if self.start_env is not None:
-                env.update(self.start_env(spec))
-            if spec.mig_instance is not None:  # its instance alone, by UUID; no MPS there
-                try:
-                    env["CUDA_VISIBLE_DEVICES"] = mig_device(self.backend, spec).uuid
-                except InputError as exc:  # being remade (mig-parted destroys, then creates)
-                    raise TemporaryError(exc.one_line(), delay_s=MIG_WAIT_S) from exc
-            elif self.use_mps:
-                self.mps.ensure(spec.gpu)
-                env.update(self.mps.client_env(spec.gpu, share, spec.mem_limit_mib))
-            else:
-                # NVML's index: CUDA's own default order is fastest first
-                env.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=str(spec.gpu))
+            env = self._start_env(spec, share)
+            env.update({LAUNCH_VAR: launch, WORKLOAD_VAR: spec.name,
+                        SPEC_VAR: json.dumps(spec.to_dict(), separators=(",", ":"))})
+            self.store.commit(replace(record, status=Status.STARTING, launch=launch))
+            self.points.hit("start.intent")
             pid = self.backend.spawn(list(spec.argv), env, spec.gpu)
         except TemporaryError as exc:
-            self.store.event(now, spec.name, "start deferred", detail=exc.one_line())
-            self.store.update(record, next_start=now + exc.delay_s)
+            self.store.commit(replace(record, next_start=now + exc.delay_s, launch=""),
+                              ((now, spec.name, "start deferred", None, exc.one_line()),))
             return
         except CotenantError as exc:
-            self.store.event(now, spec.name, "start failed", detail=exc.one_line())
-            self.store.update(record, status=Status.FAILED, last_exit=exc.one_line(), since=now)
+            self.store.commit(replace(record, status=Status.FAILED, last_exit=exc.one_line(),
+                                      since=now, launch=""),
+                              ((now, spec.name, "start failed", None, exc.one_line()),))
             return
+        self.points.hit("start.spawned")
         where = f"MIG {spec.mig_instance}" if spec.mig_instance else f"share {share}"
-        self.store.event(now, spec.name, "started", detail=f"pid {pid} {where}")
         if spec.role is Role.OFFLINE and spec.mig_instance is None:
             self.downtime.started(spec.name, pid, now)
-        self.store.update(record, status=Status.RUNNING, pid=pid, applied_pct=share, since=now)
+        self.store.commit(replace(record, status=Status.RUNNING, pid=pid, applied_pct=share,
+                                  since=now, launch=launch),
+                          ((now, spec.name, "started", None, f"pid {pid} {where}"),))
+        self.points.hit("start.recorded")
+
+    def _start_env(self, spec: WorkloadSpec, share: int | None) -> dict[str, str]:
+        """The environment a start gives ``spec`` (its GPU, MIG instance or MPS client
+        settings over its own)."""
+        env = dict(spec.env)
+        if self.start_env is not None:
+            env.update(self.start_env(spec))
+        if spec.mig_instance is not None:  # its instance alone, by UUID; no MPS there
+            try:
+                env["CUDA_VISIBLE_DEVICES"] = mig_device(self.backend, spec).uuid
+            except InputError as exc:  # being remade (mig-parted destroys, then creates)
+                raise TemporaryError(exc.one_line(), delay_s=MIG_WAIT_S) from exc
+        elif self.use_mps:
+            self.mps.ensure(spec.gpu)
+            env.update(self.mps.client_env(spec.gpu, share, spec.mem_limit_mib))
+        else:
+            # NVML's index: CUDA's own default order is fastest first
+            env.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=str(spec.gpu))
+        return env

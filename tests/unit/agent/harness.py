@@ -71,7 +71,8 @@ RECOVERY = Recovery(backoff_base_s=1.0, backoff_factor=2.0, backoff_cap_s=30.0,
 
 
 def make_supervisor(node: FakeNode, store: StateStore, state_dir: Path) -> Supervisor:
-    return Supervisor(node, store, MpsManager(node, state_dir), recovery=RECOVERY)
+    return Supervisor(node, store, MpsManager(node, state_dir), recovery=RECOVERY,
+                      monotonic=node.clock)
 
 
 def make_agent(tmp_path: Path, gpus: int = 2) -> Agent:

@@ -313,7 +313,7 @@ def check_interrupted_start(procs: PopenProcesses, tmp_path: Path,
     out = tmp_path / "worker.pid"
     worker = f"import os, time; open({str(out)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
 
-    def add(pid: int, token: str, cgroup: Path | None = None) -> None:
+    def add(pid: int, token: str, cgroup: Path | None = None, log: Path | None = None) -> None:
         assert wait_for(lambda: out.exists() and out.read_text() != "")
         raise KeyboardInterrupt
 

@@ -147,6 +147,7 @@ def test_a_state_from_before_the_budget_count_opens_with_none_counted(tmp_path: 
     db = tmp_path / "agent.db"
     StateStore(db).close()
     with sqlite3.connect(db) as conn:  # as an older agent left it: no failures column
+        conn.execute("ALTER TABLE workloads DROP COLUMN launch")
         conn.execute("ALTER TABLE workloads DROP COLUMN failures")
         conn.execute("INSERT INTO workloads VALUES (?,?,?,?,?,?,?,?,?,?)",
                      ("web", '{"name": "web", "argv": ["x"], "role": "online", "gpu": 0}',

@@ -85,6 +85,34 @@ class XidEvent:
     pid: int | None = None
 
 
+LAUNCH_VAR = "COTENANT_LAUNCH"
+"""The launch id the supervisor gives each start, in the process's environment: recorded
+before the spawn (the write-ahead intent), it finds the process after an agent crash."""
+WORKLOAD_VAR = "COTENANT_WORKLOAD"
+SPEC_VAR = "COTENANT_SPEC"
+"""The workload's spec (JSON), so that a process outlives even the loss of the database."""
+AGENT_VARS = (LAUNCH_VAR, WORKLOAD_VAR, SPEC_VAR)
+
+
+@dataclass(frozen=True)
+class Launched:
+    """A live workload leader a backend (or an earlier agent on the same state) started,
+    with what its environment says it is."""
+
+    pid: int
+    launch: str
+    workload: str
+    spec: str = ""
+
+
+def launched_from(pid: int, env: Mapping[str, str]) -> Launched | None:
+    """The :class:`Launched` an environment names; None without a launch id."""
+    launch = env.get(LAUNCH_VAR, "")
+    if not launch:
+        return None
+    return Launched(pid, launch, env.get(WORKLOAD_VAR, ""), env.get(SPEC_VAR, ""))
+
+
 class ProcState(enum.Enum):
     RUNNING = "running"
     EXITED = "exited"
@@ -205,6 +233,12 @@ class ProcessBackend(Protocol):
     def members(self, pid: int) -> list[int]:
         """The processes of the workload ``pid`` leads (its workers too: torchrun's run
         apart from the leader), ``pid`` included; ``[pid]`` where the backend cannot tell."""
+        ...
+
+    def launched(self) -> list[Launched]:
+        """The live leaders with a launch id (:data:`LAUNCH_VAR`) that this backend, or an
+        earlier agent on the same state, started: how an agent that starts finds what a
+        crashed one left running, whatever its database says."""
         ...
 
 

@@ -41,10 +41,12 @@ from cotenant.agent.backends.base import (
     DaemonConfig,
     GpuInfo,
     GpuProcess,
+    Launched,
     MigDevice,
     ProcessStatus,
     ProcState,
     XidEvent,
+    launched_from,
     require,
 )
 from cotenant.agent.backends.programs import Program, parse_mem_limit
@@ -371,6 +373,13 @@ class FakeNode:
     def members(self, pid: int) -> list[int]:
         """A fake program is one process."""
         return [pid]
+
+    def launched(self) -> list[Launched]:
+        """The live processes with a launch id in their environment (a test's agent that
+        "crashes" leaves them on the node for the next one to find)."""
+        self._settle()
+        found = (launched_from(p.pid, p.env) for p in self._procs.values() if p.alive)
+        return [f for f in found if f is not None]
 
     # --- internals ---------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ class Leader:
     start: int
     boot: str
     cgroup: str = ""  # none: a book from before cgroups, or a workload spawned without one
+    log: str = ""  # its output (the last line classifies an exit its wrapper recorded)
 
 
 class LeaderBook:
@@ -41,19 +42,24 @@ class LeaderBook:
         with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
             raw = json.loads(path.read_text(encoding="utf-8"))
             self._book = {int(pid): Leader(str(e["token"]), int(e["start"]), str(e["boot"]),
-                                           str(e.get("cgroup", "")))
+                                           str(e.get("cgroup", "")), str(e.get("log", "")))
                           for pid, e in raw.items()}
 
-    def add(self, pid: int, token: str, cgroup: Path | None = None) -> None:
+    def add(self, pid: int, token: str, cgroup: Path | None = None,
+            log: Path | None = None) -> None:
         start = procfs.start_time(pid)
         if start is None or self.boot is None:
             return  # already gone, or no /proc: nothing to know it by later
-        self._book[pid] = Leader(token, start, self.boot, str(cgroup) if cgroup else "")
+        self._book[pid] = Leader(token, start, self.boot, str(cgroup) if cgroup else "",
+                                 str(log) if log else "")
         self._save()
 
     def remove(self, pid: int) -> None:
         if self._book.pop(pid, None) is not None:
             self._save()
+
+    def pids(self) -> list[int]:
+        return list(self._book)
 
     def get(self, pid: int) -> Leader | None:
         return self._book.get(pid)
@@ -73,6 +79,7 @@ class LeaderBook:
         with contextlib.suppress(OSError):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             temp = self.path.with_suffix(".tmp")
-            temp.write_text(json.dumps({str(p): asdict(e) for p, e in self._book.items()}),
-                            encoding="utf-8")
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(json.dumps({str(p): asdict(e) for p, e in self._book.items()}))
             os.replace(temp, self.path)

@@ -4,8 +4,11 @@
 (``shell=False`` always; a string is refused), each in its own session, with a token in its
 environment (:mod:`.procfs`) and, where the agent may make one, in a cgroup v2 of its own
 (:mod:`.cgroups`), which together find all its processes; stdout and stderr go to a log file
-whose last line becomes the exit message used to classify failures. The MPS control daemons
-are :mod:`.mpsctl`'s.
+whose last line becomes the exit message used to classify failures. With ``wrap`` (the nvml
+and laptop backends) each workload runs under :mod:`.trampoline`, which writes its exit status
+to a file: an agent that restarts reads it for a workload that ended while no agent ran
+(else that status is lost). Logs, exit files and the leaders book are owner-only (0600 in a
+0700 directory). The MPS control daemons are :mod:`.mpsctl`'s.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ import contextlib
 import math
 import os
 import secrets
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from cotenant.agent.backends import cgroup_start, cgroups, procfs
-from cotenant.agent.backends.base import ProcessStatus, ProcState
+from cotenant.agent.backends.base import Launched, ProcessStatus, ProcState, launched_from
 from cotenant.agent.backends.commands import check_argv, start_error
 from cotenant.agent.backends.leaders import Leader, LeaderBook
 
@@ -41,12 +46,16 @@ def last_line(path: Path) -> str:
     return lines[-1] if lines else ""
 
 
+TRAMPOLINE = Path(__file__).with_name("trampoline.py")
+
+
 @dataclass
 class _Child:
     popen: subprocess.Popen[bytes]
     log: Path
     token: str
     cgroup: Path | None
+    launched: Launched | None = None
 
 
 _KILL_WAIT_S = 30.0  # after a drain's SIGKILL: the most it waits for the processes to go
@@ -79,8 +88,9 @@ class PopenProcesses:
 
     def __init__(self, log_dir: Path, drain_grace_s: float = 10.0,
                  clock: Callable[[], float] = time.monotonic,
-                 cgroup_root: Path | None = None) -> None:
+                 cgroup_root: Path | None = None, wrap: bool = False) -> None:
         self.log_dir = log_dir
+        self.wrap = wrap
         self.drain_grace_s = drain_grace_s
         self.clock = clock
         self.tracked = procfs.available()
@@ -97,19 +107,25 @@ class PopenProcesses:
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str], gpu: int) -> int:
         args = check_argv(list(argv) if isinstance(argv, tuple) else argv)
+        if self.wrap:
+            _check_program(args[0], env)
         self._count += 1
         log = self.log_dir / f"gpu{gpu}-{os.getpid()}-{self._count}.log"
         token = secrets.token_hex(12)
         environ = {**procfs.clean_environ(), **env, procfs.TOKEN_VAR: token}
         cgroup = self._make_cgroup(token)
+        run = ([sys.executable, "-I", str(TRAMPOLINE), str(self._exit_file(token)), *args]
+               if self.wrap else args)
         try:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            with log.open("ab") as out:
+            _private_dir(self.log_dir)
+            _private_dir(self.log_dir / "exits")
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            with os.fdopen(fd, "ab") as out:
                 options: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": out,
                                            "stderr": subprocess.STDOUT,
                                            "start_new_session": True}
-                proc = (subprocess.Popen(args, env=environ, shell=False, **options)
-                        if cgroup is None else cgroup_start.popen(args, environ, cgroup, **options))
+                proc = (subprocess.Popen(run, env=environ, shell=False, **options)
+                        if cgroup is None else cgroup_start.popen(run, environ, cgroup, **options))
         except BaseException as exc:
             if cgroup is not None:
                 cgroups.remove(cgroup)
@@ -117,10 +133,11 @@ class PopenProcesses:
                 raise start_error(args[0], exc) from exc
             raise
         try:
-            self._children[proc.pid] = _Child(proc, log, token, cgroup)
+            self._children[proc.pid] = _Child(proc, log, token, cgroup,
+                                              launched_from(proc.pid, env))
             for book in (self._finished, self._draining, self._stopped):
                 book.pop(proc.pid, None)  # whatever an earlier owner of the pid left
-            self.leaders.add(proc.pid, token, cgroup)  # unreaped, so it is still this process
+            self.leaders.add(proc.pid, token, cgroup, log)  # unreaped: still this process
         except BaseException:  # an interrupt: nobody would know of the workload
             self._discard(proc, token, cgroup)
             raise
@@ -167,9 +184,11 @@ class PopenProcesses:
         if code is not None:
             child.popen.wait()  # reap: from here on the pid is free for others
         del self._children[pid]
+        if code is None and self.wrap:  # reaped elsewhere: its wrapper wrote it down
+            code = _read_exit(self._exit_file(child.token))
         status = (ProcessStatus(pid, ProcState.EXITED, code, last_line(child.log))
                   if code is not None else ProcessStatus(pid, ProcState.UNKNOWN))
-        return self._finish(pid, status, child.cgroup)
+        return self._finish(pid, status, child.cgroup, child.token)
 
     def _poll_other(self, pid: int) -> ProcessStatus:
         """A pid this agent did not start: a leader of an earlier agent's (see the book), or
@@ -184,9 +203,19 @@ class PopenProcesses:
         if not self._drained(pid, self._members(pid, entry.token, group=False, cgroup=cgroup),
                              cgroup):
             return ProcessStatus(pid, ProcState.RUNNING)
-        return self._finish(pid, ProcessStatus(pid, ProcState.UNKNOWN), cgroup)
+        code = _read_exit(self._exit_file(entry.token))  # what its wrapper left
+        status = (ProcessStatus(pid, ProcState.UNKNOWN) if code is None else ProcessStatus(
+            pid, ProcState.EXITED, code, last_line(Path(entry.log)) if entry.log else ""))
+        return self._finish(pid, status, cgroup, entry.token)
 
-    def _finish(self, pid: int, status: ProcessStatus, cgroup: Path | None) -> ProcessStatus:
+    def _exit_file(self, token: str) -> Path:
+        return self.log_dir / "exits" / token
+
+    def _finish(self, pid: int, status: ProcessStatus, cgroup: Path | None,
+                token: str = "") -> ProcessStatus:
+        if token:
+            with contextlib.suppress(OSError):
+                self._exit_file(token).unlink()
         if cgroup is not None:
             cgroups.remove(cgroup)  # left in place while something still runs in it
         self._stopped.pop(pid, None)
@@ -279,6 +308,19 @@ class PopenProcesses:
         leader exited while the rest drain still runs)."""
         return list(self._children)
 
+    def launched(self) -> list[Launched]:
+        """The live leaders with a launch id: this backend's children (as they were
+        started), and the leaders of the book an earlier agent left (their environment
+        read from ``/proc``)."""
+        found = [c.launched for pid, c in self._children.items()
+                 if c.launched is not None and c.popen.returncode is None]
+        for pid in self.leaders.pids():
+            if pid not in self._children and self.leaders.is_alive(pid):
+                env = procfs.environ(pid)
+                if env and (known := launched_from(pid, env)) is not None:
+                    found.append(known)
+        return found
+
     def members(self, pid: int) -> list[int]:
         """The live processes of the workload ``pid`` leads, found as signals find them (its
         cgroup, else its group and token), and ``pid`` itself."""
@@ -323,3 +365,28 @@ def _peek_exit(popen: subprocess.Popen[bytes]) -> tuple[bool, int | None]:
     if info is None or info.si_pid == 0:
         return False, None
     return True, info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def _private_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+
+def _check_program(program: str, env: Mapping[str, str]) -> None:
+    """Refuse at once a program that cannot be started (the wrapper would only report it
+    by its exit): not found, or not executable."""
+    path = (program if "/" in program
+            else shutil.which(program, path=env.get("PATH", os.environ.get("PATH"))))
+    if path is None or not os.path.exists(path):
+        raise start_error(program, FileNotFoundError(2, "No such file or directory"))
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise start_error(program, PermissionError(13, "Permission denied"))
+
+
+def _read_exit(path: Path) -> int | None:
+    """The status a wrapper wrote (``subprocess``'s convention), None where there is none."""
+    try:
+        kind, _, value = path.read_text(encoding="ascii").partition(" ")
+        number = int(value)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return -number if kind == "signal" else number if kind == "exit" else None

@@ -30,6 +30,7 @@ from cotenant.agent.backends.base import (
     DaemonConfig,
     GpuInfo,
     GpuProcess,
+    Launched,
     MigDevice,
     ProcessStatus,
     XidEvent,
@@ -66,7 +67,7 @@ class NvmlNode:
             self._nv.nvmlInit()
         self._mig = NvmlMig(self._lib)
         self._mps = MpsControl()
-        self._procs = PopenProcesses(state_dir / "logs", cgroup_root=cgroup_root)
+        self._procs = PopenProcesses(state_dir / "logs", cgroup_root=cgroup_root, wrap=True)
         self._event_set: Any = None
         self._xids: list[XidEvent] = []
         self._gpm: dict[int, tuple[Any, float, float | None]] = {}  # sample, when, last value
@@ -283,4 +284,7 @@ class NvmlNode:
 
     def members(self, pid: int) -> list[int]:
         return self._procs.members(pid)
+
+    def launched(self) -> list[Launched]:
+        return self._procs.launched()
 

@@ -21,6 +21,8 @@ import os
 from pathlib import Path
 
 TOKEN_VAR = "COTENANT_PROCESS_TOKEN"
+_AGENT_VARS = (TOKEN_VAR, "COTENANT_LAUNCH", "COTENANT_WORKLOAD", "COTENANT_SPEC")
+"""What the agent gives each workload, never passed on from its own environment."""
 PROC = Path("/proc")
 
 
@@ -34,6 +36,15 @@ def _environ(pid: int) -> bytes | None:
         return (PROC / str(pid) / "environ").read_bytes()
     except OSError:  # gone, a zombie's empty file, or another user's
         return None
+
+
+def environ(pid: int) -> dict[str, str] | None:
+    """``pid``'s environment (as it started, or as it rewrote it); None where unreadable."""
+    data = _environ(pid)
+    if not data:
+        return None
+    pairs = (item.decode("utf-8", "replace").partition("=") for item in data.split(b"\0"))
+    return {k: v for k, sep, v in pairs if sep}
 
 
 def token_of(pid: int) -> str | None:
@@ -58,7 +69,7 @@ def clean_environ() -> dict[str, str]:
     any GPU selection it inherited: an MPS client that keeps a ``CUDA_VISIBLE_DEVICES`` its
     daemon has remapped fails, and a workload must land on the GPU the agent chose."""
     return {k: v for k, v in os.environ.items()
-            if k != TOKEN_VAR and not k.startswith(GPU_SELECTION)}
+            if k not in _AGENT_VARS and not k.startswith(GPU_SELECTION)}
 
 
 def _fields(pid: int) -> list[bytes] | None:
