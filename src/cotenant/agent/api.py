@@ -9,6 +9,8 @@
 ``GET /v1/gpus``              the inventory, with the online SM share in force
 ``GET /v1/downtime``          how long offline jobs were down per start and per share
                               change (``agent.downtime``): count, median, p90, max
+``GET /v1/health``            the state store (``degraded``: why writes fail, ``errors``),
+                              state rows set aside (``quarantined``), unadopted processes
 ``GET /metrics``              Prometheus text format
 ============================  ==========================================================
 
@@ -16,13 +18,22 @@ Every request, ``/metrics`` included, needs ``Authorization: Bearer <token>``; a
 wrong token gets 401 (compared with :func:`hmac.compare_digest`, in constant time). Requiring
 the token on ``/metrics`` is the safer default: Prometheus sends it from a credentials file.
 Workload commands are argv lists handed to the process backend as they are; no shell runs them.
+
+A change the agent cannot write down (disk full, the database locked) gets 503 with
+``Retry-After``: nothing was done. Reads never wait for the reconcile tick. Each request has
+``CLIENT_TIMEOUT_S`` in all (a client sending a byte a second is cut off at the deadline, not
+per read), and at most ``MAX_CONNECTIONS`` are served at once; the next gets 503 at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
+import math
 import socket
+import threading
+import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -30,12 +41,19 @@ from urllib.parse import unquote
 
 from cotenant.agent.metrics import CONTENT_TYPE
 from cotenant.agent.service import AgentService
-from cotenant.errors import CotenantError, InputError
+from cotenant.errors import CotenantError, InputError, TemporaryError
 from cotenant.model.documents import loads_json
 
 MAX_BODY = 64 * 1024
 CLIENT_TIMEOUT_S = 10.0
-ROUTES = ("/v1/workloads", "/v1/gpus", "/v1/downtime", "/metrics")
+"""The most one request may take, from its first byte to the end of the answer."""
+MAX_CONNECTIONS = 64
+"""Connections served at once (a thread each); beyond, 503 at once."""
+_BUSY_BODY = b'{"error": "too many connections; retry"}\n'
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+         b"Retry-After: 1\r\nConnection: close\r\nContent-Length: "
+         + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY)
+ROUTES = ("/v1/workloads", "/v1/gpus", "/v1/downtime", "/v1/health", "/metrics")
 _PREFIX = "/v1/workloads/"
 
 
@@ -58,9 +76,61 @@ class AgentServer(ThreadingHTTPServer):
             raise InputError("API token", "must not be empty")
         if ":" in address[0]:  # an IPv6 address such as ::1
             self.address_family = socket.AF_INET6
+        self.refused = 0
+        """Connections refused for :data:`MAX_CONNECTIONS`."""
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._deadlines: dict[socket.socket, float] = {}
+        self._deadline_lock = threading.Lock()
+        self._closing = threading.Event()
         super().__init__(address, _Handler)
         self.service = service
         self.token = token.encode()
+        threading.Thread(target=self._cut_overdue, name="cotenant-api-deadlines",
+                         daemon=True).start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.refused += 1
+            with contextlib.suppress(OSError):
+                request.settimeout(1.0)
+                request.sendall(_BUSY)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def watch(self, conn: socket.socket) -> None:
+        """Cut ``conn`` :data:`CLIENT_TIMEOUT_S` from now unless :meth:`unwatch` ed."""
+        with self._deadline_lock:
+            self._deadlines[conn] = time.monotonic() + CLIENT_TIMEOUT_S
+
+    def unwatch(self, conn: socket.socket) -> None:
+        with self._deadline_lock:
+            self._deadlines.pop(conn, None)
+
+    def _cut_overdue(self) -> None:
+        while not self._closing.wait(0.25):
+            now = time.monotonic()
+            with self._deadline_lock:
+                overdue = [c for c, t in self._deadlines.items() if now >= t]
+                for conn in overdue:
+                    del self._deadlines[conn]
+            for conn in overdue:  # its blocked read or write returns at once
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+
+    def server_close(self) -> None:
+        self._closing.set()
+        super().server_close()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -69,6 +139,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the agent's own event log records what matters."""
+
+    def handle_one_request(self) -> None:
+        """One request within :data:`CLIENT_TIMEOUT_S` in all."""
+        self.server.watch(self.connection)
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.unwatch(self.connection)
 
     def handle(self) -> None:
         """Serve the connection; a client that went away (or stalled past the timeout) ends
@@ -86,20 +164,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         self._error(code, phrase)
 
-    def _send(self, code: int, body: bytes, content_type: str = "application/json") -> None:
+    def _send(self, code: int, body: bytes, content_type: str = "application/json",
+              retry_after_s: float | None = None) -> None:
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         if code == HTTPStatus.UNAUTHORIZED:
             self.send_header("WWW-Authenticate", 'Bearer realm="cotenant"')
+        if retry_after_s is not None:
+            self.send_header("Retry-After", str(max(1, math.ceil(retry_after_s))))
         self.end_headers()
         self.wfile.write(body)
 
     def _json(self, code: int, payload: object) -> None:
         self._send(code, json.dumps(payload).encode() + b"\n")
 
-    def _error(self, code: int, message: str) -> None:
-        self._json(code, {"error": message.replace("\n", " ")})
+    def _error(self, code: int, message: str, retry_after_s: float | None = None) -> None:
+        body = json.dumps({"error": message.replace("\n", " ")}).encode() + b"\n"
+        self._send(code, body, retry_after_s=retry_after_s)
 
     def _authorised(self) -> bool:
         if len(self.headers.get_all("Authorization", [])) > 1:
@@ -124,6 +206,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(HTTPStatus.OK, service.gpus())
             elif method == "GET" and path == "/v1/downtime":
                 self._json(HTTPStatus.OK, service.downtime())
+            elif method == "GET" and path == "/v1/health":
+                self._json(HTTPStatus.OK, service.health())
             elif method == "GET" and path == "/metrics":
                 self._send(HTTPStatus.OK, service.metrics_text(), CONTENT_TYPE)
             elif method == "POST" and path == "/v1/workloads":
@@ -146,6 +230,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._error(HTTPStatus.NOT_FOUND, f"no route {method} {path[:100]}")
         except InputError as exc:
             self._error(HTTPStatus.BAD_REQUEST, exc.one_line())
+        except TemporaryError as exc:  # nothing was done: the client may try again
+            self._error(HTTPStatus.SERVICE_UNAVAILABLE, exc.one_line(), exc.delay_s)
         except CotenantError as exc:
             self._error(HTTPStatus.SERVICE_UNAVAILABLE, exc.one_line())
         except (ConnectionError, TimeoutError):

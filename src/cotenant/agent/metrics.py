@@ -14,6 +14,7 @@ sends it with ``authorization: {credentials_file: ...}``).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection, Mapping, Sequence
 
 from prometheus_client import (
@@ -38,6 +39,7 @@ class AgentMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._lock = threading.Lock()  # a render never sees an update half done
         r = self.registry
         self.gpu_util = Gauge("cotenant_gpu_utilisation_percent", "GPU utilisation", ["gpu"],
                               registry=r)
@@ -72,6 +74,19 @@ class AgentMetrics:
             buckets=DOWNTIME_BUCKETS_S)
         self.guard = Gauge("cotenant_guard_actions", "Compute guard actions since the agent "
                            "started (pause, throttle, evict)", ["action"], registry=r)
+        self._state_gauges()
+
+    def _state_gauges(self) -> None:
+        self.storage_errors = Gauge("cotenant_agent_storage_errors", "State writes that "
+                                    "failed since the agent started (kept in memory, retried)",
+                                    registry=self.registry)
+        self.storage_degraded = Gauge("cotenant_agent_storage_degraded", "1 while state "
+                                      "writes fail (the agent supervises from memory)",
+                                      registry=self.registry)
+        self.quarantined = Gauge("cotenant_agent_quarantined_rows", "State rows this agent "
+                                 "could not read, set aside", registry=self.registry)
+        self.events_dropped = Gauge("cotenant_agent_events_dropped", "Events dropped while "
+                                    "state writes failed", registry=self.registry)
 
     def update(
         self,
@@ -85,6 +100,21 @@ class AgentMetrics:
         paused: Collection[str] = (),
     ) -> None:
         """Replace every value by the snapshot's (``gpus=None``: keep the last GPU values)."""
+        with self._lock:
+            self._update(gpus, records, faults, shares, mps_restarts, guard_actions, p99_ms,
+                         paused)
+
+    def _update(
+        self,
+        gpus: Sequence[GpuInfo] | None,
+        records: Sequence[WorkloadRecord],
+        faults: Mapping[tuple[str, str], int],
+        shares: Mapping[int, int],
+        mps_restarts: Mapping[int, int],
+        guard_actions: Mapping[str, int] | None,
+        p99_ms: Mapping[str, float] | None,
+        paused: Collection[str],
+    ) -> None:
         if gpus is not None:
             for gauge in (self.gpu_util, self.gpu_mem, self.gpu_mem_total):
                 gauge.clear()
@@ -117,5 +147,20 @@ class AgentMetrics:
         for action, count in (guard_actions or {}).items():
             self.guard.labels(action).set(count)
 
+    def update_state(self, errors: int, degraded: bool, quarantined: int,
+                     dropped: int) -> None:
+        """The state store's health: failed writes, whether writes fail now, rows
+        quarantined, events dropped while writes failed."""
+        with self._lock:
+            self._update_state(errors, degraded, quarantined, dropped)
+
+    def _update_state(self, errors: int, degraded: bool, quarantined: int,
+                      dropped: int) -> None:
+        self.storage_errors.set(errors)
+        self.storage_degraded.set(1 if degraded else 0)
+        self.quarantined.set(quarantined)
+        self.events_dropped.set(dropped)
+
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        with self._lock:
+            return generate_latest(self.registry)

@@ -4,12 +4,15 @@ pushed and read by the latency scraper) and metrics, with the thread-safe calls 
 the ``tick`` the run loop makes, and ``watch``, the guard's fast path.
 
 The reconcile core has no threads; the HTTP server's threads, the run loop and the watcher
-meet here, under one lock. The watcher (:meth:`AgentService.start_watching`) runs ``watch``
-every ``WATCH_S``: a p99 the agent scrapes is decided on when its read finishes, not at the
-next reconcile tick, so the guard's reaction is the scrape interval plus tens of milliseconds
-(``benchmarks/guard_reaction.py``), as with a pushed report. Times are wall-clock seconds
-(``time.time`` by default, injectable) because they are stored in SQLite and must stay
-meaningful across agent restarts.
+meet here, under one lock, which the API's reads never take: the workloads come from the
+state's memory, the GPUs, downtimes and metrics from the last tick's snapshot, so a flood of
+reads delays neither the tick nor a pushed p99 report. The watcher
+(:meth:`AgentService.start_watching`) runs ``watch`` every ``WATCH_S``: a p99 the agent
+scrapes is decided on when its read finishes, not at the next reconcile tick, so the guard's
+reaction is the scrape interval plus tens of milliseconds (``benchmarks/guard_reaction.py``),
+as with a pushed report. Times are wall-clock seconds (``time.time`` by default, injectable)
+because they are stored in SQLite and must stay meaningful across agent restarts; every
+timeout runs on ``monotonic``.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ from cotenant.agent.colocation import (
     guard_settings,
     priority_runtime,
 )
+from cotenant.agent.faultpoints import FaultPoints
 from cotenant.agent.latency import Fetch, LatencyScraper, http_get
 from cotenant.agent.metrics import AgentMetrics
 from cotenant.agent.mps import MpsManager
+from cotenant.agent.scrapehosts import ScrapeHosts
 from cotenant.agent.spec import Role, WorkloadSpec
 from cotenant.agent.state import StateStore
 from cotenant.agent.supervisor import Supervisor
@@ -62,13 +67,19 @@ class AgentService:
         fetch: Fetch = http_get,
         executor: Executor | None = None,
         runtime_settings: GateSettings | None = None,
+        monotonic: Callable[[], float] | None = None,
+        points: FaultPoints | None = None,
+        scrape_hosts: ScrapeHosts | None = None,
     ) -> None:
         check_enforceable(policy)
         self.backend = backend
         self.clock = clock
-        self.store = StateStore(state_dir / "agent.db")
+        # a test's manual clock is its monotonic clock too
+        mono = monotonic or (time.monotonic if clock is time.time else clock)
+        self.store = StateStore(state_dir / "agent.db", points=points, monotonic=mono)
         self.mps = MpsManager(backend, state_dir)
-        self.supervisor = Supervisor(backend, self.store, self.mps, recovery=policy.recovery)
+        self.supervisor = Supervisor(backend, self.store, self.mps, recovery=policy.recovery,
+                                     monotonic=mono)
         self.observer = NodeObserver(self.supervisor, backend, policy,
                                      calibration or interference())
         self.runtime = priority_runtime(policy, state_dir, runtime_settings)
@@ -77,12 +88,16 @@ class AgentService:
             self.supervisor.start_env = self.runtime.env_for
         self.colocation = ColocationController(
             policy, self.observer, Enforcer(self.supervisor, self.runtime), start_s=clock())
-        self.latency = LatencyScraper(self.store, fetch, guard_settings(policy),
-                                      executor=executor)
+        self.scrape_hosts = scrape_hosts or ScrapeHosts()
+        """Where a latency histogram may be read (:mod:`.scrapehosts`)."""
+        self.latency = LatencyScraper(self.store, self.scrape_hosts.guard(fetch),
+                                      guard_settings(policy), executor=executor)
         self.metrics = AgentMetrics()
         self._lock = threading.RLock()
         self._scrape_lock = threading.Lock()  # the scraper serves one caller at a time
         self._gpus: list[GpuInfo] = []
+        self._gpu_view: list[dict[str, Any]] | None = None  # the last tick's, for the API
+        self._downtime_view: dict[str, Any] | None = None
         self._watching: tuple[threading.Thread, threading.Event] | None = None
         self._watch_lock = threading.Lock()  # start_watching against itself and close
         self._closed = False
@@ -160,6 +175,10 @@ class AgentService:
                                 self.colocation.shares, self.mps.restarts,
                                 self.colocation.counts, self.observer.reports.latest(now),
                                 self.supervisor.paused())
+            self.metrics.update_state(self.store.errors, bool(self.store.degraded),
+                                      len(self.store.quarantined), self.store.events_dropped)
+            self._gpu_view = self._gpu_dicts(self._gpus)
+            self._downtime_view = self._downtime_dict()
 
     def _measure_downtime(self, gpus: list[GpuInfo], now: float) -> None:
         """Close the offline downtimes the GPUs show over (:mod:`.downtime`)."""
@@ -177,13 +196,23 @@ class AgentService:
                              f"within {meter.timeout_s:g} s")
 
     def downtime(self) -> dict[str, Any]:
-        """The offline downtimes measured since the agent started, per kind."""
+        """The offline downtimes measured since the agent started, per kind (as of the last
+        tick; before the first, now)."""
+        view = self._downtime_view
+        if view is not None:
+            return view
         with self._lock:
-            return {"busy_pct": self.supervisor.downtime.busy_pct,
-                    "kinds": self.supervisor.downtime.summary()}
+            return self._downtime_dict()
+
+    def _downtime_dict(self) -> dict[str, Any]:
+        return {"busy_pct": self.supervisor.downtime.busy_pct,
+                "kinds": self.supervisor.downtime.summary()}
 
     def submit(self, data: object) -> dict[str, Any]:
         spec = WorkloadSpec.from_dict(data)
+        if spec.latency_metric is not None:
+            self.scrape_hosts.check(spec.latency_metric.url,
+                                    f"workload {spec.name!r}.latency_metric.url")
         with self._lock:
             check_online(self.colocation.policy, spec)
             return self.supervisor.submit(spec, self.clock()).to_dict()
@@ -202,26 +231,38 @@ class AgentService:
                     "online_share_pct": self.colocation.shares.get(gpu)}
 
     def workloads(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [r.to_dict() for r in self.store.all()]
+        """Every workload, from the state's memory (no wait for a tick)."""
+        return [r.to_dict() for r in self.store.all()]
+
+    def health(self) -> dict[str, Any]:
+        """The state store's health, the rows set aside, the processes left unadopted."""
+        store = self.store
+        return {"storage": {"degraded": store.degraded, "errors": store.errors,
+                            "events_dropped": store.events_dropped},
+                "quarantined": dict(store.quarantined),
+                "orphans": {str(pid): why for pid, why in self.supervisor.orphans.items()}}
 
     def stop(self, name: str) -> dict[str, Any]:
         with self._lock:
             return self.supervisor.stop(name, self.clock()).to_dict()
 
     def exists(self, name: str) -> bool:
-        with self._lock:
-            return self.store.get(name) is not None
+        return self.store.get(name) is not None
 
     def gpus(self) -> list[dict[str, Any]]:
+        """The inventory as of the last tick (before the first, read now)."""
+        view = self._gpu_view
+        if view is not None:
+            return view
         with self._lock:
-            infos = self.backend.gpus()
-            return [{**asdict(g), "online_share_pct": self.colocation.shares.get(g.index)}
-                    for g in infos]
+            return self._gpu_dicts(self.backend.gpus())
+
+    def _gpu_dicts(self, infos: list[GpuInfo]) -> list[dict[str, Any]]:
+        return [{**asdict(g), "online_share_pct": self.colocation.shares.get(g.index)}
+                for g in infos]
 
     def metrics_text(self) -> bytes:
-        with self._lock:
-            return self.metrics.render()
+        return self.metrics.render()  # the registry has its own lock
 
     def close(self) -> None:
         """Stop the watcher, then resume every paused offline client and close the store.

@@ -6,6 +6,7 @@ token from ``--token-file`` (default ``<state-dir>/token``, created by ``run`` w
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import signal
 import threading
@@ -21,6 +22,7 @@ from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import BACKEND_NAMES, cgroup_start, open_backend
 from cotenant.agent.colocation.enforce import ENFORCEABLE
 from cotenant.agent.mig import MigManager
+from cotenant.agent.scrapehosts import ScrapeHosts
 from cotenant.agent.service import AgentService
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.cli.agent_inputs import (
@@ -132,6 +134,11 @@ def run(
                      "cgroup, where it may write; off: by process group and environment token "
                      "only; default auto)"),
     ] = None,
+    scrape_hosts: Annotated[
+        str, typer.Option(help="hosts, addresses or networks (comma-separated, e.g. "
+                          "10.0.0.0/8) a latency_metric URL may name besides loopback and "
+                          "this node's own addresses")
+    ] = "",
     interval: Annotated[
         float, typer.Option(min=0.01, callback=finite, help="seconds between reconcile ticks")
     ] = 1.0,
@@ -139,7 +146,9 @@ def run(
         int, typer.Option(min=0, help="stop after this many ticks (0: until SIGINT)")
     ] = 0,
 ) -> None:
-    """Run the agent until SIGINT (the fake backend runs anywhere)."""
+    """Run the agent until SIGINT. The fake backend runs anywhere: fake GPUs, and each
+    workload's argv run as a real process with the environment it would get on a GPU (an
+    argv starting with fake-workload is simulated instead)."""
     if backend not in BACKEND_NAMES:
         raise UnknownNameError("backend", backend, BACKEND_NAMES)
     host, port = parse_listen(listen)
@@ -162,12 +171,14 @@ def run(
     root = cgroup_start.open_root(cgroups_ or "auto", state_dir) if backend == "nvml" else None
     # the fake's programs (durations, checkpoints, warm-ups) run on the agent's clock
     node = open_backend(backend, gpus=gpus, state_dir=state_dir, cgroup_root=root,
-                        fake_mig=fake_mig is not None, clock=time.time)
+                        fake_mig=fake_mig is not None, clock=time.time, real_processes=True)
     if fake_mig is not None:
         manager = MigManager(node)
         for info in node.gpus():
             manager.apply(info.index, fake_mig)
-    service = AgentService(node, state_dir, chosen, runtime_settings=settings)
+    hosts = ScrapeHosts(scrape_hosts.split(","))
+    service = AgentService(node, state_dir, chosen, runtime_settings=settings,
+                           scrape_hosts=hosts)
     try:
         server = AgentServer((host, port), service, token)
     except OSError as exc:  # an unknown host, an address in use or not on this machine
@@ -198,8 +209,23 @@ def run(
         if backend == "nvml":
             typer.echo("cotenant agent: workload processes found by "
                        + (f"their cgroup below {root}" if root else "process group and token"))
+        else:
+            typer.echo(f"cotenant agent: workloads run as processes of this host (logs in "
+                       f"{state_dir / 'logs'}); an argv starting with fake-workload is simulated")
+        if not _loopback(host):
+            typer.echo(f"cotenant agent: warning: the API listens on {host}, beyond this "
+                       "host: anyone who can reach it and holds the token can run programs "
+                       "here", err=True)
+        last_error = ""
         while not stop.requested and (ticks == 0 or count < ticks):
-            service.tick()
+            try:
+                service.tick()
+                last_error = ""
+            except Exception as exc:  # a bug or a backend fault: keep supervising
+                text = f"{type(exc).__name__}: {exc!s:.200}"
+                if text != last_error:
+                    typer.echo(f"cotenant agent: tick failed ({text}); carrying on", err=True)
+                last_error = text
             count += 1
             stop.sleep(interval)
     except KeyboardInterrupt:
@@ -223,6 +249,16 @@ def run(
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # Ctrl-C; systemd stops with SIGTERM
+
+
+def _loopback(host: str) -> bool:
+    """Whether ``host`` (of --listen) is reachable from this host only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class StopRequest:
@@ -268,10 +304,17 @@ def status(
         if exc.code != 404:
             raise
         downtime = {"busy_pct": None, "kinds": {}}
+    try:
+        health = call_agent(url, token, "GET", "/v1/health")
+    except AgentReplyError as exc:  # an agent older than the route
+        if exc.code != 404:
+            raise
+        health = {}
     if json_out:
-        typer.echo(json.dumps({"gpus": gpus, "workloads": workloads, "downtime": downtime},
-                              indent=2))
+        typer.echo(json.dumps({"gpus": gpus, "workloads": workloads, "downtime": downtime,
+                               "health": health}, indent=2))
         return
+    _print_health(health)
     console = Console()
     gpu_rows = [
         [str(g["index"]), g["model"], _pct(g["utilisation_pct"]),
@@ -305,6 +348,19 @@ def status(
             title=f"Offline downtime (until >= {downtime['busy_pct']:g}% SM of its own)",
             left=("offline down per", "simulator option"),
         ))
+
+
+def _print_health(health: dict[str, object]) -> None:
+    """What needs the operator: failing state writes, rows set aside, unadopted processes."""
+    storage = health.get("storage")
+    if isinstance(storage, dict) and storage.get("degraded"):
+        typer.echo(f"state: writes failing ({storage['degraded']}); supervising from memory, "
+                   f"{storage.get('errors')} failed writes so far", err=True)
+    for key, what in (("quarantined", "state row set aside"), ("orphans", "process")):
+        found = health.get(key)
+        if isinstance(found, dict):
+            for name, why in found.items():
+                typer.echo(f"{what} {name}: {why}", err=True)
 
 
 @app.command()

@@ -51,17 +51,25 @@ def open_backend(
     clock: Callable[[], float] | None = None,
     cgroup_root: Path | None = None,
     fake_mig: bool = False,
+    real_processes: bool = False,
 ) -> NodeBackend:
-    """The backend called ``name``: ``fake`` (a node of ``gpus``, in MIG mode if ``fake_mig``)
+    """The backend called ``name``: ``fake`` (a node of ``gpus``, in MIG mode if ``fake_mig``;
+    with ``real_processes`` every argv but a simulated program's runs on this host:
+    :mod:`.laptop`)
     or ``nvml`` (this host, its workloads in cgroups below ``cgroup_root`` where given: see
     :mod:`.cgroups`)."""
     if name == "fake":
         model, count = parse_gpus(gpus)
+        if real_processes:  # laptop mode: fake GPUs, the argv run for real
+            laptop = importlib.import_module("cotenant.agent.backends.laptop")
+            node: NodeBackend = laptop.LaptopNode.on_disk(model, count, state_dir, clock,
+                                                          mig=fake_mig)
+            return node
         return FakeNode.build(model, count, clock, mig=fake_mig)
     if name == "nvml":
         module = importlib.import_module("cotenant.agent.backends.nvml")
-        node: NodeBackend = module.NvmlNode(state_dir, cgroup_root)
-        return node
+        nvml: NodeBackend = module.NvmlNode(state_dir, cgroup_root)
+        return nvml
     raise UnknownNameError("backend", name, BACKEND_NAMES)
 
 
