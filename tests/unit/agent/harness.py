@@ -58,7 +58,7 @@ class Agent:
     def restart_agent(self) -> None:
         """The agent process dies and comes back: new store connection, new supervisor."""
         self.store.close()
-        self.store = StateStore(self.db)
+        self.store = StateStore(self.db, monotonic=self.clock)
         self.sup = make_supervisor(self.node, self.store, self.db.parent)
 
     def kinds(self, name: str) -> list[str]:
@@ -79,7 +79,7 @@ def make_agent(tmp_path: Path, gpus: int = 2) -> Agent:
     clock = ManualClock(1000.0)
     node = FakeNode.build("A100-40GB", gpus, clock)
     db = tmp_path / "agent.db"
-    store = StateStore(db)
+    store = StateStore(db, monotonic=clock)  # storage retries on the test's clock too
     return Agent(node, clock, store, make_supervisor(node, store, tmp_path), db)
 
 

@@ -8,7 +8,8 @@ client's ``CUDA_MPS_PIPE_DIRECTORY``, ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``,
 ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``), its output in ``<state-dir>/logs``. The simulated
 programs stay available by name: an argv that starts with ``fake-workload`` runs on the fake
 node as before (:mod:`.programs`). A fake MPS daemon's death kills its real clients too
-(SIGKILL), as a real daemon's death ends its clients. Real processes use no GPU, so the fake
+(SIGKILL), as a real daemon's death ends its clients; a daemon a new agent finds is taken as
+still running, as a real one outlives the agent. Real processes use no GPU, so the fake
 GPUs show no memory or utilisation for them.
 
 Pids of simulated programs start at :data:`FAKE_PID_BASE`, above any Linux pid
@@ -22,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from cotenant.agent.backends import procfs
-from cotenant.agent.backends.base import Launched, ProcessStatus, ProcState
+from cotenant.agent.backends.base import DaemonConfig, Launched, ProcessStatus, ProcState
 from cotenant.agent.backends.fake import FakeNode, ManualClock
 from cotenant.agent.backends.local import PopenProcesses
 from cotenant.agent.backends.programs import PROGRAM
@@ -41,6 +42,7 @@ class LaptopNode(FakeNode):
         self._next_pid = FAKE_PID_BASE
         self.real = PopenProcesses(state_dir / "logs", wrap=True)
         self._clients: dict[int, int] = {}  # real MPS client pid -> its GPU
+        self._unseen = set(range(len(models)))  # GPUs whose daemon this node has not seen
 
     @classmethod
     def on_disk(cls, model: str, count: int, state_dir: Path,
@@ -93,9 +95,22 @@ class LaptopNode(FakeNode):
     def launched(self) -> list[Launched]:
         return [*super().launched(), *self.real.launched()]
 
+    def daemon_healthy(self, config: DaemonConfig) -> bool:
+        """A daemon this node has not seen yet is one an earlier agent started, still
+        running (as a real daemon outlives the agent): its real clients keep running."""
+        if config.gpu in self._unseen:
+            self._unseen.discard(config.gpu)
+            super().start_daemon(config)
+        return super().daemon_healthy(config)
+
+    def start_daemon(self, config: DaemonConfig) -> None:
+        self._unseen.discard(config.gpu)
+        super().start_daemon(config)
+
     def kill_daemon(self, gpu: int) -> None:
         """The fake daemon of ``gpu`` dies: its simulated clients fail, its real ones are
         killed."""
+        self._unseen.discard(gpu)
         super().kill_daemon(gpu)
         for pid, on in list(self._clients.items()):
             if on == gpu:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cotenant.agent.backends import cgroup_start, cgroups, procfs
+from cotenant.agent.backends import cgroup_start, cgroups, procfs, trampoline
 from cotenant.agent.backends.base import Launched, ProcessStatus, ProcState, launched_from
 from cotenant.agent.backends.commands import check_argv, start_error
 from cotenant.agent.backends.leaders import Leader, LeaderBook
@@ -124,8 +124,10 @@ class PopenProcesses:
                 options: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": out,
                                            "stderr": subprocess.STDOUT,
                                            "start_new_session": True}
-                proc = (subprocess.Popen(run, env=environ, shell=False, **options)
-                        if cgroup is None else cgroup_start.popen(run, environ, cgroup, **options))
+                with trampoline.blocked() if self.wrap else contextlib.nullcontext():
+                    proc = (subprocess.Popen(run, env=environ, shell=False, **options)
+                            if cgroup is None
+                            else cgroup_start.popen(run, environ, cgroup, **options))
         except BaseException as exc:
             if cgroup is not None:
                 cgroups.remove(cgroup)

@@ -9,22 +9,42 @@ after the one that spawned the workload died cannot reap it: it reads the file i
 
 The agent signals every process of a workload (its cgroup, group or token), the workload
 itself included; the wrapper ignores SIGTERM, SIGINT and SIGHUP (with a handler, which the
-child does not inherit) so that it is still there to write the status. It runs by path
-with ``-I`` and imports nothing of cotenant: it starts in tens of milliseconds.
+child does not inherit) so that it is still there to write the status. The agent starts it
+with those signals blocked (:func:`blocked`), so that one sent while it starts up waits for
+the handler; one that came before the child existed is passed on to it once it does. It runs
+by path with ``-I`` and imports nothing of cotenant: it starts in tens of milliseconds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 
 _IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_early: list[int] = []  # signals that came before the child existed
+_started = False
 
 
-def _note(*_: object) -> None:
-    """The child has the signal too: wait for it to end."""
+def _note(signum: int, _frame: object) -> None:  # a handler is given an int
+    """Once the child runs it has the signal too (the agent signals them all): wait for it
+    to end. Before, keep it for the child."""
+    if not _started:
+        _early.append(signum)
+
+
+@contextlib.contextmanager
+def blocked() -> Iterator[None]:
+    """The calling thread with :data:`_IGNORED` blocked: a process it starts inherits the
+    mask, and the wrapper unblocks them once its handler is in place."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _IGNORED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def write_status(path: str, text: str) -> None:
@@ -39,15 +59,21 @@ def main(args: list[str]) -> int:
     if len(args) < 2:
         sys.stderr.write("trampoline: usage: EXIT_FILE ARGV...\n")
         return 2
+    global _started  # noqa: PLW0603 - the handler's view of the child
     path, argv = args[0], args[1:]
     for signum in _IGNORED:
         signal.signal(signum, _note)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _IGNORED)  # the child starts unblocked
     try:
         child = subprocess.Popen(argv, shell=False)
     except OSError as exc:
         sys.stderr.write(f"cannot start {argv[0]!r}: {exc.strerror or exc}\n")
         write_status(path, "exit 127")
         return 127
+    _started = True
+    for early in _early:  # a stop that came while it started
+        with contextlib.suppress(OSError):
+            child.send_signal(early)
     code = child.wait()
     write_status(path, f"signal {-code}" if code < 0 else f"exit {code}")
     if code < 0:
