@@ -493,7 +493,9 @@ class Supervisor:
             env = self._start_env(spec, share)
             env.update({LAUNCH_VAR: launch, WORKLOAD_VAR: spec.name,
                         SPEC_VAR: json.dumps(spec.to_dict(), separators=(",", ":"))})
-            self.store.commit(replace(record, status=Status.STARTING, launch=launch))
+            # the intent holds what the process gets, for a recovery that adopts it
+            self.store.commit(replace(record, status=Status.STARTING, launch=launch,
+                                      applied_pct=share))
             self.points.hit("start.intent")
             pid = self.backend.spawn(list(spec.argv), env, spec.gpu)
         except TemporaryError as exc:

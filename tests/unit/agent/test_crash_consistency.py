@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -53,11 +52,13 @@ def test_twenty_mps_deaths_and_agent_restarts_leave_an_online_budget_whole(
             agent.run(1.0)
         assert agent.status("web") is Status.RUNNING
     web = agent.record("web")
-    assert web.failures == 0 and web.restarts == 20
+    assert web.failures == 0
+    assert web.restarts == 20
     agent.node.send_signal(web.pid or 0, signal.SIGKILL)  # its own crash
     agent.run(0.5)
     web = agent.record("web")
-    assert web.status is Status.RUNNING and web.failures == 1
+    assert web.status is Status.RUNNING
+    assert web.failures == 1
     assert [e.detail for e in agent.store.events("web") if e.kind == "restart"][-1] == "in 0 s"
 
 
@@ -73,9 +74,11 @@ def test_a_full_disk_keeps_online_services_running_and_answers_submits_503(
     agent.node.kill_daemon(0)
     agent.run(2.0)  # no exception: the tick goes on from memory
     web = agent.record("web")
-    assert web.status is Status.RUNNING and web.pid not in (None, first)
+    assert web.status is Status.RUNNING
+    assert web.pid not in (None, first)
     assert live(agent, "web") == [web.pid]
-    assert agent.store.degraded and agent.store.errors > 0
+    assert agent.store.degraded
+    assert agent.store.errors > 0
     with pytest.raises(StorageError) as caught:  # not answered as done: nothing was done
         agent.submit(OFFLINE)
     assert caught.value.delay_s > 0
@@ -98,7 +101,8 @@ def test_a_locked_database_is_waited_out_from_memory(tmp_path: Path) -> None:
     try:
         agent.node.kill_daemon(0)
         agent.run(2.0)
-        assert agent.status("web") is Status.RUNNING and len(live(agent, "web")) == 1
+        assert agent.status("web") is Status.RUNNING
+        assert len(live(agent, "web")) == 1
         assert "locked" in agent.store.degraded
     finally:
         holder.execute("ROLLBACK")
@@ -108,7 +112,8 @@ def test_a_locked_database_is_waited_out_from_memory(tmp_path: Path) -> None:
     pid = agent.record("web").pid
     agent.restart_agent()
     agent.run(1.0)
-    assert agent.record("web").pid == pid and live(agent, "web") == [pid]
+    assert agent.record("web").pid == pid
+    assert live(agent, "web") == [pid]
 
 
 def test_a_database_deleted_under_the_agent_is_written_anew(tmp_path: Path) -> None:
@@ -121,7 +126,8 @@ def test_a_database_deleted_under_the_agent_is_written_anew(tmp_path: Path) -> N
     pid = agent.record("web").pid
     agent.restart_agent()
     agent.run(1.0)
-    assert agent.record("web").pid == pid and live(agent, "web") == [pid]
+    assert agent.record("web").pid == pid
+    assert live(agent, "web") == [pid]
 
 
 # --- 3. never two copies -----------------------------------------------------------------------
@@ -170,14 +176,15 @@ def test_an_unreadable_row_is_quarantined_and_the_rest_supervised(tmp_path: Path
                                          "gpu": 0}), "running"))
     agent.restart_agent()  # no exit 2: the agent starts
     agent.run(1.0)
-    assert "odd" in agent.store.quarantined and "argv" in agent.store.quarantined["odd"]
+    assert "odd" in agent.store.quarantined
+    assert "argv" in agent.store.quarantined["odd"]
     assert agent.status("web") is Status.RUNNING
     assert agent.store.get("odd") is None
     StateStore(agent.db).close()  # and stays set aside, visible, on the next start
     assert "odd" in StateStore(agent.db).quarantined
 
 
-# --- 6. the intent before the act; an exit recorded once -------------------------------------------
+# --- 6. the intent before the act; an exit recorded once ---------------------------------------
 
 def test_a_crash_after_stopping_is_written_still_stops(tmp_path: Path) -> None:
     agent = make_agent(tmp_path)
@@ -186,7 +193,8 @@ def test_a_crash_after_stopping_is_written_still_stops(tmp_path: Path) -> None:
     crash_at(agent, "stop.intent", lambda: agent.sup.stop("train", agent.clock()))
     agent.restart_agent()
     agent.run(2.0)
-    assert agent.status("train") is Status.STOPPED and live(agent, "train") == []
+    assert agent.status("train") is Status.STOPPED
+    assert live(agent, "train") == []
     assert "restart" not in agent.kinds("train")
 
 
@@ -221,7 +229,8 @@ def test_a_backward_clock_step_does_not_delay_the_sigkill(tmp_path: Path) -> Non
         wall.advance(1.0)
         sup.tick(wall())
     record = store.get("train")
-    assert record is not None and record.status is Status.STOPPED
+    assert record is not None
+    assert record.status is Status.STOPPED
     assert "SIGKILL" in record.last_exit
 
 

@@ -16,7 +16,6 @@ from cotenant.agent.backends import open_backend, procfs
 from cotenant.agent.backends.fake import ManualClock
 from cotenant.agent.backends.laptop import LaptopNode
 from cotenant.agent.service import AgentService
-from cotenant.agent.state import Status
 
 from .harness import fixed
 
@@ -97,7 +96,8 @@ def test_the_argv_runs_as_a_real_process_with_a_gpu_environment(laptop: Laptop) 
     laptop.service.submit(SLEEPER)
     laptop.tick()
     pid = laptop.record()["pid"]
-    assert isinstance(pid, int) and procfs.alive(pid)
+    assert isinstance(pid, int)
+    assert procfs.alive(pid)
     env = procfs.environ(pid) or {}
     assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "40"
     assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=4000M"
