@@ -19,10 +19,12 @@ wrong token gets 401 (compared with :func:`hmac.compare_digest`, in constant tim
 the token on ``/metrics`` is the safer default: Prometheus sends it from a credentials file.
 Workload commands are argv lists handed to the process backend as they are; no shell runs them.
 
-A change the agent cannot write down (disk full, the database locked) gets 503 with
-``Retry-After``: nothing was done. Reads never wait for the reconcile tick. Each request has
-``CLIENT_TIMEOUT_S`` in all (a client sending a byte a second is cut off at the deadline, not
-per read), and at most ``MAX_CONNECTIONS`` are served at once; the next gets 503 at once.
+Reads are served a few at a time (:data:`READERS`) from bodies serialised once per change;
+writes and p99 reports do not queue behind them. A change the agent cannot write down (disk
+full, the database locked) gets 503 with ``Retry-After``: nothing was done. Reads never wait
+for the reconcile tick. Each request has ``CLIENT_TIMEOUT_S`` in all (a client sending a byte
+a second is cut off at the deadline, not per read), and at most ``MAX_CONNECTIONS`` are
+served at once; the next gets 503 at once.
 """
 
 from __future__ import annotations
@@ -54,6 +56,10 @@ _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\
          b"Retry-After: 1\r\nConnection: close\r\nContent-Length: "
          + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY)
 ROUTES = ("/v1/workloads", "/v1/gpus", "/v1/downtime", "/v1/health", "/metrics")
+_READS = ROUTES[:4]
+READERS = 4
+"""Reads served at once. The others wait on a semaphore, not for the interpreter's lock, so
+a pushed p99 report competes with a few threads, not with every client's."""
 _PREFIX = "/v1/workloads/"
 
 
@@ -79,6 +85,7 @@ class AgentServer(ThreadingHTTPServer):
         self.refused = 0
         """Connections refused for :data:`MAX_CONNECTIONS`."""
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.readers = threading.BoundedSemaphore(READERS)
         self._deadlines: dict[socket.socket, float] = {}
         self._deadline_lock = threading.Lock()
         self._closing = threading.Event()
@@ -200,16 +207,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         service, path = self.server.service, self.path.split("?", 1)[0]
         try:
-            if method == "GET" and path == "/v1/workloads":
-                self._json(HTTPStatus.OK, service.workloads())
-            elif method == "GET" and path == "/v1/gpus":
-                self._json(HTTPStatus.OK, service.gpus())
-            elif method == "GET" and path == "/v1/downtime":
-                self._json(HTTPStatus.OK, service.downtime())
-            elif method == "GET" and path == "/v1/health":
-                self._json(HTTPStatus.OK, service.health())
+            if method == "GET" and path in _READS:
+                with self.server.readers:  # a few at a time: the rest wait off the CPU
+                    self._send(HTTPStatus.OK, service.view(path))
             elif method == "GET" and path == "/metrics":
-                self._send(HTTPStatus.OK, service.metrics_text(), CONTENT_TYPE)
+                with self.server.readers:
+                    self._send(HTTPStatus.OK, service.metrics_text(), CONTENT_TYPE)
             elif method == "POST" and path == "/v1/workloads":
                 self._json(HTTPStatus.CREATED, service.submit(self._body()))
             elif method == "POST" and (reporter := _p99_name(path)) is not None:

@@ -18,6 +18,7 @@ timeout runs on ``monotonic``.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -98,6 +99,8 @@ class AgentService:
         self._gpus: list[GpuInfo] = []
         self._gpu_view: list[dict[str, Any]] | None = None  # the last tick's, for the API
         self._downtime_view: dict[str, Any] | None = None
+        self._views: dict[str, tuple[object, bytes]] = {}  # path -> (key, body)
+        self._metrics_body: bytes | None = None
         self._watching: tuple[threading.Thread, threading.Event] | None = None
         self._watch_lock = threading.Lock()  # start_watching against itself and close
         self._closed = False
@@ -179,6 +182,7 @@ class AgentService:
                                       len(self.store.quarantined), self.store.events_dropped)
             self._gpu_view = self._gpu_dicts(self._gpus)
             self._downtime_view = self._downtime_dict()
+            self._metrics_body = self.metrics.render()
 
     def _measure_downtime(self, gpus: list[GpuInfo], now: float) -> None:
         """Close the offline downtimes the GPUs show over (:mod:`.downtime`)."""
@@ -234,6 +238,26 @@ class AgentService:
         """Every workload, from the state's memory (no wait for a tick)."""
         return [r.to_dict() for r in self.store.all()]
 
+    def view(self, path: str) -> bytes:
+        """The JSON body of a read route (``/v1/workloads``, ``/v1/gpus``, ``/v1/downtime``,
+        ``/v1/health``), serialised once per change of what it shows: a flood of reads costs
+        the CPU, and so a pushed report, little."""
+        if path == "/v1/workloads":
+            key: object = self.store.version
+        elif path in ("/v1/gpus", "/v1/downtime"):
+            key = (id(self._gpu_view), id(self._downtime_view))
+        else:
+            key = None  # not cached
+        cached = self._views.get(path)
+        if key is not None and cached is not None and cached[0] == key:
+            return cached[1]
+        payload = {"/v1/workloads": self.workloads, "/v1/gpus": self.gpus,
+                   "/v1/downtime": self.downtime, "/v1/health": self.health}[path]()
+        body = json.dumps(payload).encode() + b"\n"
+        if key is not None and (path != "/v1/gpus" or self._gpu_view is not None):
+            self._views[path] = (key, body)
+        return body
+
     def health(self) -> dict[str, Any]:
         """The state store's health, the rows set aside, the processes left unadopted."""
         store = self.store
@@ -262,7 +286,9 @@ class AgentService:
                 for g in infos]
 
     def metrics_text(self) -> bytes:
-        return self.metrics.render()  # the registry has its own lock
+        """The metrics as of the last tick (rendered once per tick)."""
+        body = self._metrics_body
+        return body if body is not None else self.metrics.render()
 
     def close(self) -> None:
         """Stop the watcher, then resume every paused offline client and close the store.

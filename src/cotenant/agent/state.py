@@ -166,6 +166,8 @@ class StateStore:
         self.monotonic = monotonic
         self._lock = threading.RLock()
         self._records: dict[str, WorkloadRecord] = {}
+        self.version = 0
+        """Counts the changes to the records in memory (a reader's cache key)."""
         self._dirty: set[str] = set()
         self._pending: list[_EventRow] = []
         self._counts: dict[tuple[str, str], int] = {}
@@ -388,6 +390,7 @@ class StateStore:
             event = (now, spec.name, "submitted", None, " ".join(spec.argv))
             self._write([record], [event], durable=True)
             self._records[spec.name] = record
+            self.version += 1
             self._keep_newest_finished()
             return record
 
@@ -420,6 +423,7 @@ class StateStore:
             if durable:
                 self._write([record], list(events), durable=True)
             self._records[record.spec.name] = record
+            self.version += 1
             self._count(events)
             if not durable:
                 self._write([record], list(events), durable=False)
