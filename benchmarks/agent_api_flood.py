@@ -6,7 +6,8 @@ simulator's SLO figure assumes it, ``docs/results/colocation.md``). Reads (``GET
 serves at most 64 connections at once, so a flood of reads should delay a report by no
 more than the CPU it takes. This runs the agent as ``cotenant agent run`` does (its tick
 loop every ``--interval`` seconds, its server on loopback) over a fake node with an online
-service and its offline co-runner, floods it with ``--clients`` keep-alive clients (in
+service and its offline co-runner (and ``--batch`` more offline jobs on three other GPUs, for
+a longer tick), floods it with ``--clients`` keep-alive clients (in
 ``--procs`` processes of their own) that GET as fast as they are answered, and meanwhile
 POSTs a p99 report every ``--report-every-s`` seconds from another process, timing each
 from the request to the reply (the guard has decided when the reply comes). It prints the
@@ -92,11 +93,14 @@ def push(port: int, seconds: float, every_s: float, out: mp.Queue[list[float]]) 
 
 def run(args: argparse.Namespace, clients: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        node = FakeNode.build("A100-40GB", 1, time.time)
+        node = FakeNode.build("A100-40GB", 4, time.time)
         policy = COLOCATION.create("mps-fixed", share=50, guard=GuardSettings())
         service = AgentService(node, Path(tmp), policy)
         service.submit(ONLINE)
         service.submit(OFFLINE)
+        for i in range(args.batch):  # more work for each tick (and each read of the list)
+            service.submit({**OFFLINE, "name": f"batch{i}", "gpu": 1 + i % 3,
+                            "mem_limit_mib": 1000})
         server = AgentServer(("127.0.0.1", 0), service, TOKEN)
         port = server.server_address[1]
         threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True).start()
@@ -145,6 +149,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--report-every-s", type=float, default=0.05)
     parser.add_argument("--interval", type=float, default=1.0, help="the agent's tick")
+    parser.add_argument("--batch", type=int, default=0,
+                        help="offline jobs on GPUs 1-3 besides the online service and its "
+                        "co-runner on GPU 0")
     args = parser.parse_args()
     print(f"# {platform.node()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
