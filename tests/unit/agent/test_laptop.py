@@ -170,3 +170,26 @@ def test_an_mps_daemon_death_kills_its_real_clients_and_they_come_back(laptop: L
                          and laptop.record("web")["status"] == "running")
     assert not procfs.alive(int(pid))  # type: ignore[arg-type]
     assert laptop.record("web")["failures"] == 0
+
+
+def test_a_lost_leaders_book_and_database_still_find_the_job(laptop: Laptop) -> None:
+    """Both records of a running job gone while no agent ran (the book's write failed on a
+    full disk, the database deleted): the job is found by the state path and launch id in its
+    environment, adopted, and a stop ends it and its wrapper."""
+    laptop.service.submit(SLEEPER)
+    laptop.tick()
+    pid = laptop.record()["pid"]
+    assert isinstance(pid, int)
+    laptop.service.store._db.close()
+    for path in [laptop.state_dir / "logs" / "leaders.json",
+                 *laptop.state_dir.glob("agent.db*")]:
+        path.unlink()
+    laptop.crash()
+    laptop.tick()
+    assert laptop.record()["pid"] == pid
+    assert laptop.record()["status"] == "running"
+    members = laptop.node.real.members(pid)
+    assert len(members) == 2  # the wrapper and the program
+    laptop.service.stop("job")
+    assert laptop.settle(lambda: laptop.record()["status"] == "stopped")
+    assert wait_for(lambda: not any(procfs.alive(m) for m in members))

@@ -112,7 +112,8 @@ class PopenProcesses:
         self._count += 1
         log = self.log_dir / f"gpu{gpu}-{os.getpid()}-{self._count}.log"
         token = secrets.token_hex(12)
-        environ = {**procfs.clean_environ(), **env, procfs.TOKEN_VAR: token}
+        environ = {**procfs.clean_environ(), **env, procfs.TOKEN_VAR: token,
+                   procfs.STATE_VAR: str(self.log_dir)}
         cgroup = self._make_cgroup(token)
         run = ([sys.executable, "-I", str(TRAMPOLINE), str(self._exit_file(token)), *args]
                if self.wrap else args)
@@ -312,14 +313,23 @@ class PopenProcesses:
 
     def launched(self) -> list[Launched]:
         """The live leaders with a launch id: this backend's children (as they were
-        started), and the leaders of the book an earlier agent left (their environment
-        read from ``/proc``)."""
+        started), the leaders of the book an earlier agent left (their environment read from
+        ``/proc``), and, by one pass over ``/proc``, leaders started from this state that
+        the book lost (each carries the state's path, :data:`procfs.STATE_VAR`); those are
+        added to the book."""
         found = [c.launched for pid, c in self._children.items()
                  if c.launched is not None and c.popen.returncode is None]
         for pid in self.leaders.pids():
             if pid not in self._children and self.leaders.is_alive(pid):
                 env = procfs.environ(pid)
                 if env and (known := launched_from(pid, env)) is not None:
+                    found.append(known)
+        if self.tracked:  # a leader the book lost (a write that failed): by its environment
+            seen = {f.launch for f in found}
+            for launch, (pid, env) in procfs.launch_leaders(str(self.log_dir)).items():
+                token = env.get(procfs.TOKEN_VAR, "")
+                if launch not in seen and token and (known := launched_from(pid, env)):
+                    self.leaders.add(pid, token)  # known by its identity from now on
                     found.append(known)
         return found
 

@@ -21,7 +21,9 @@ import os
 from pathlib import Path
 
 TOKEN_VAR = "COTENANT_PROCESS_TOKEN"
-_AGENT_VARS = (TOKEN_VAR, "COTENANT_LAUNCH", "COTENANT_WORKLOAD", "COTENANT_SPEC")
+STATE_VAR = "COTENANT_STATE"
+"""The agent's state (its log directory) a workload was started from."""
+_AGENT_VARS = (TOKEN_VAR, STATE_VAR, "COTENANT_LAUNCH", "COTENANT_WORKLOAD", "COTENANT_SPEC")
 """What the agent gives each workload, never passed on from its own environment."""
 PROC = Path("/proc")
 
@@ -134,6 +136,35 @@ def members(token: str, group: int | None = None) -> list[int]:
         if data and item in data.split(b"\0"):
             found.append(pid)
     return found
+
+
+def launch_leaders(state_dir: str) -> dict[str, tuple[int, dict[str, str]]]:
+    """The live processes started from ``state_dir`` (:data:`STATE_VAR`), one per launch id:
+    the one whose parent carries no such launch (the leader), with its environment. One
+    pass over ``/proc``."""
+    found: dict[int, dict[str, str]] = {}
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        data = _environ(pid)
+        if not data or f"{STATE_VAR}={state_dir}".encode() not in data.split(b"\0"):
+            continue
+        env = environ(pid)
+        if env and env.get("COTENANT_LAUNCH") and state(pid) not in ("Z", None):
+            found[pid] = env
+    leaders: dict[str, tuple[int, dict[str, str]]] = {}
+    for pid, env in sorted(found.items()):
+        parent = found.get(_ppid(pid) or -1)
+        if parent is None or parent.get("COTENANT_LAUNCH") != env["COTENANT_LAUNCH"]:
+            leaders.setdefault(env["COTENANT_LAUNCH"], (pid, env))
+    return leaders
+
+
+def _ppid(pid: int) -> int | None:
+    fields = _fields(pid)
+    return int(fields[1]) if fields is not None and len(fields) > 1 and fields[1].isdigit() \
+        else None
 
 
 def alive(pid: int) -> bool:
