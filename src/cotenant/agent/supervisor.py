@@ -74,7 +74,7 @@ from cotenant.agent.mig_workloads import check_mig, mig_device, rank_specs
 from cotenant.agent.mps import MpsManager
 from cotenant.agent.pauses import Pauses
 from cotenant.agent.spec import Role, WorkloadSpec
-from cotenant.agent.state import StateStore, Status, WorkloadRecord
+from cotenant.agent.state import StateStore, Status, StorageError, WorkloadRecord
 from cotenant.errors import CotenantError, InputError, PermanentError, TemporaryError
 from cotenant.policies.colocation.recovery import Next, Recovery, Response
 
@@ -242,8 +242,15 @@ class Supervisor:
                          events: tuple[tuple[float, str, str, str | None, str], ...] = ()
                          ) -> None:
         """Record ``restarting``, then SIGTERM (SIGKILL after the stop grace); started again
-        once it has exited."""
-        self.store.commit(replace(record, status=Status.RESTARTING, since=now), events)
+        once it has exited. Where the intent cannot be written (a storage fault) nothing is
+        done: after a crash the SIGTERM would read as one from outside, and the job would be
+        stopped, not restarted. The caller (the co-location controller) tries again."""
+        try:
+            self.store.commit(replace(record, status=Status.RESTARTING, since=now), events,
+                              durable=True)
+        except StorageError as exc:
+            self.store.event(now, record.spec.name, f"{why} deferred", detail=exc.one_line())
+            return
         self.points.hit(f"{why}.intent")
         self._signal_stop(record.spec.name, pid, now)
         self.points.hit(f"{why}.signalled")

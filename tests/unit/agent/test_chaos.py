@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,9 +23,9 @@ import pytest
 
 from cotenant.agent.backends import procfs
 from cotenant.agent.faultpoints import POINTS, AgentCrash, FaultPoints
-from cotenant.agent.state import Status, WorkloadRecord
+from cotenant.agent.state import StateStore, Status, WorkloadRecord
 
-from .harness import ONLINE, Agent, make_agent
+from .harness import ONLINE, Agent, make_agent, make_supervisor
 from .test_laptop import Laptop, wait_for
 
 OPS = tuple(POINTS)
@@ -73,7 +74,10 @@ class FakeDriver:
         self.agent.run(0.5)
 
     def restart_agent(self) -> None:
-        self.agent.restart_agent()
+        """A crash: the connection dropped, nothing flushed; a new agent on the file."""
+        self.agent.store._db.close()
+        self.agent.store = StateStore(self.agent.db, monotonic=self.agent.clock)
+        self.agent.sup = make_supervisor(self.agent.node, self.agent.store, self.agent.db.parent)
 
     def copies(self, name: str) -> list[int]:
         return sorted(f.pid for f in self.agent.node.launched() if f.workload == name)
@@ -190,8 +194,7 @@ class Scenario:
         elif self.op == "restart":
             self.d.crash_workload(self.train)
         else:
-            assert self.share is not None
-            self.d.share(self.train, self.share)
+            self.d.share(self.train, 30)
         for _ in range(6):
             self.d.tick()
 
@@ -251,13 +254,20 @@ def points_of(op: str, tmp_path: Path) -> list[str]:
     return [p for p in passed if p != "store.write"]
 
 
-def run_crashes(mode: str, op: str, armed: list[str], tmp_path: Path) -> int:
+def run_crashes(mode: str, op: str, armed: list[str], tmp_path: Path,
+                disk_full: bool = False) -> int:
     """Arm ``armed`` (each once), run ``op``; at each crash a new agent on the same state
-    (with the points not yet hit armed again) carries on. The number of crashes."""
+    (with the points not yet hit armed again) carries on. With ``disk_full`` every write of
+    the first agent fails from the operation on (its successors' succeed). The number of
+    crashes."""
     driver = DRIVERS[mode](tmp_path)
     try:
         scenario = Scenario(driver, op)
         scenario.setup()
+        if disk_full:
+            scenario.share = None  # not made: its intent cannot be written
+            driver.points.arm("store.write", lambda: sqlite3.OperationalError(
+                "database or disk is full"), times=-1)
         left = list(armed)
         crashes = 0
         def first() -> None:
@@ -313,3 +323,16 @@ def test_a_crash_at_every_point_in_turn_loses_and_doubles_nothing(
     if mode == "real" and not procfs.available():
         pytest.skip("real processes need Linux /proc")
     assert run_crashes(mode, op, op_points[op], tmp_path) >= 1
+
+
+@pytest.mark.parametrize("op", ["restart", "share change"])
+def test_a_crash_while_the_disk_is_full_loses_and_doubles_nothing(
+        op: str, op_points: dict[str, list[str]], tmp_path: Path) -> None:
+    """The agent runs from memory while every write fails (its starts go ahead: the launch
+    id in the process's environment is the record; a share change does not, its intent
+    unwritten), then dies at a step boundary; the next agent, whose disk has room again,
+    finds the database behind what ran."""
+    crashes = [run_crashes("fake", op, [point], tmp_path / str(i), disk_full=True)
+               for i, point in enumerate(op_points[op])]
+    # a restart after a crash goes through every step; a share change is not made at all
+    assert crashes == [1 if op == "restart" else 0] * len(crashes)
