@@ -126,6 +126,7 @@ class Supervisor:
         """The clock of every timeout (a stop's grace): never the wall clock."""
         self.points = store.points
         self._deadlines: dict[str, float] = {}  # workload -> SIGKILL after (monotonic)
+        self._strays: dict[int, float] = {}  # a duplicate being stopped -> SIGKILL after
         self.orphans: dict[int, str] = {}
         """Live processes no workload claims that recovery could not adopt: pid -> why."""
 
@@ -277,8 +278,17 @@ class Supervisor:
         for record in self.store.all():
             if record.status.has_process:
                 self._reap(record, now)
+        self._reap_strays()
         self.pauses.resume_due(now)
         self._start_due(now)
+
+    def _reap_strays(self) -> None:
+        """Duplicates found at recovery: SIGKILL after the grace, forgotten once gone."""
+        for pid, deadline in list(self._strays.items()):
+            if self.backend.poll(pid).state is not ProcState.RUNNING:
+                del self._strays[pid]
+            elif self.monotonic() > deadline:
+                self.backend.send_signal(pid, signal.SIGKILL)
 
     def _clock_stepped_back(self, by: float) -> None:
         """The wall clock went back ``by`` seconds: keep every wait as long as it had left
@@ -361,7 +371,7 @@ class Supervisor:
         if record.status.final or record.status.has_process:
             self.store.event(now, name, "duplicate stopped",
                              detail=f"pid {pid} ({record.status.value}, pid {record.pid})")
-            self._deadlines[f"{name}#{pid}"] = self.monotonic() + self.stop_grace_s
+            self._strays[pid] = self.monotonic() + self.stop_grace_s
             self.backend.send_signal(pid, signal.SIGTERM)
             self.orphans[pid] = f"copy of {name!r} stopped"
             return

@@ -268,9 +268,9 @@ def test_recovery_leaves_a_copy_stopped_never_two(tmp_path: Path) -> None:
     agent.run(1.0)
     record = agent.record("train")
     env = {"COTENANT_LAUNCH": "stray", "COTENANT_WORKLOAD": "train"}
-    stray = agent.node.spawn(["fake-workload"], env, 0)
+    stray = agent.node.spawn(["fake-workload", "--term-delay-s", "inf"], env, 0)
     agent.restart_agent()
-    agent.run(1.0)
+    agent.run(11.0)  # it ignores the SIGTERM: killed after the grace
     assert agent.node.poll(stray).state.value == "exited"
     assert live(agent, "train") == [record.pid]
 
