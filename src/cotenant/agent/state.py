@@ -401,6 +401,7 @@ class StateStore:
                           key=lambda r: (-r.since, r.spec.name))
         for old in finished[KEEP_FINISHED:]:
             del self._records[old.spec.name]
+            self.version += 1
             self._dirty.add(old.spec.name)  # not in memory: deleted by the next flush
         if len(finished) > KEEP_FINISHED:
             self.flush()

@@ -236,7 +236,8 @@ def run(
             signal.signal(signum, signal.SIG_IGN)
         try:
             if stop.requested:
-                kept = ("fake workloads end with this process; the next run restarts them"
+                kept = ("simulated workloads end with this process, real ones keep running; "
+                        "the next run restarts the first and re-adopts the others"
                         if backend == "fake"
                         else "workloads keep running; the next run re-adopts them")
                 typer.echo(f"cotenant agent: stopping ({kept})")
