@@ -180,6 +180,7 @@ def test_a_lost_leaders_book_and_database_still_find_the_job(laptop: Laptop) -> 
     laptop.tick()
     pid = laptop.record()["pid"]
     assert isinstance(pid, int)
+    assert wait_for(lambda: len(laptop.node.real.members(pid)) == 2)  # the program runs
     laptop.service.store._db.close()
     for path in [laptop.state_dir / "logs" / "leaders.json",
                  *laptop.state_dir.glob("agent.db*")]:
@@ -189,7 +190,7 @@ def test_a_lost_leaders_book_and_database_still_find_the_job(laptop: Laptop) -> 
     assert laptop.record()["pid"] == pid
     assert laptop.record()["status"] == "running"
     members = laptop.node.real.members(pid)
-    assert len(members) == 2  # the wrapper and the program
+    assert len(members) == 2  # the wrapper and the program, found again
     laptop.service.stop("job")
     assert laptop.settle(lambda: laptop.record()["status"] == "stopped")
     assert wait_for(lambda: not any(procfs.alive(m) for m in members))
