@@ -32,6 +32,7 @@ class TallyJob:
     memory_mb: float
     mem_util: float  # 0..1 memory-bandwidth utilisation
     gpu_util: float  # 0..1 share of time a kernel runs
+    latency_ms: float | None = None  # mean request latency alone (inference jobs)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ def tally_jobs() -> tuple[TallyJob, ...]:
             row["job"], row["kind"], number(name, line, row, "gpu_mem_mb"),
             number(name, line, row, "mem_util_pct", 100.0),
             number(name, line, row, "gpu_util_pct", 100.0),
+            number(name, line, row, "latency_alone_ms") if row.get("latency_alone_ms")
+            else None,
         )
         for line, row in table(name)
     )

@@ -1,0 +1,84 @@
+"""The priority-sharing schedulers by name (``PRIORITY``), each parameter with its source.
+
+* ``time-slicing``: CUDA's default; contexts alternate every ``timeslice_us`` while both have
+  work. NVIDIA does not publish the default slice; 2 ms is an assumption, a parameter.
+* ``mps``: concurrent kernels; freed SMs split in proportion to demand.
+* ``mps-priority``: concurrent kernels, HP's pending blocks first (client priority).
+* ``tgs``: time slicing plus TGS's adaptive rate control of the BE job
+  (:class:`RateControl`; its window and steps are assumptions).
+* ``reef``: BE only while HP has no request in flight; an arriving request resets the BE
+  kernel after ``reset_us`` and its work is lost. REEF reports microsecond-scale
+  preemption without a figure in our references: the default is Tally's limit, so the two
+  preemptive schedulers meet HP at the same bound. (REEF's dynamic kernel padding is not
+  modelled.)
+* ``tally``: BE only after HP has been idle 0.1 ms (PRIORITY_MIN_WAIT_TIME_MS), one BE kernel
+  in flight, BE kernels longer than the limit sliced or made preemptive so that they leave
+  within ``limit_us`` (31.6 us, tally-bench's default config), at ``transform_overhead``
+  (0.25: the ~25% BE slowdown a review reports), untransformed after HP has been idle
+  100 ms; HP launches without waiting for BE to drain (papers.md, Tally section).
+* ``orion``: HP kernels first with stream priority; during an HP request a BE kernel
+  launches only if its kind differs from the running HP kernel's (eth-easl/orion
+  ``scheduler_eval.cpp``; an inference HP leaves every SM to the size check).
+"""
+
+from __future__ import annotations
+
+from cotenant.policies.priority.scheduler import (
+    Blocks,
+    Preemption,
+    RateControl,
+    Scheduler,
+    Sharing,
+)
+from cotenant.registry import Registry
+
+PRIORITY: Registry[Scheduler] = Registry("priority scheduler")
+TALLY_LIMIT_US = 31.6
+"""Tally's preemption-latency limit in tally-bench's default config (0.0316 ms)."""
+TALLY_IDLE_WAIT_US = 100.0
+TALLY_UNTRANSFORMED_AFTER_US = 100_000.0
+TALLY_TRANSFORM_OVERHEAD = 0.25
+DEFAULT_TIMESLICE_US = 2000.0
+
+
+@PRIORITY.register("time-slicing", aliases=("ts", "timeslicing"))
+def time_slicing(timeslice_us: float = DEFAULT_TIMESLICE_US) -> Scheduler:
+    return Scheduler("time-slicing", Sharing.TIME_SLICED, timeslice_us=timeslice_us)
+
+
+@PRIORITY.register("mps")
+def mps() -> Scheduler:
+    return Scheduler("mps", Sharing.CONCURRENT, Blocks.SHARED)
+
+
+@PRIORITY.register("mps-priority", aliases=("mps-prio",))
+def mps_priority() -> Scheduler:
+    return Scheduler("mps-priority", Sharing.CONCURRENT, Blocks.PRIORITY)
+
+
+@PRIORITY.register("tgs")
+def tgs(timeslice_us: float = DEFAULT_TIMESLICE_US, window_us: float = 10_000.0,
+        increase: float = 0.05, decrease: float = 0.5, tolerance: float = 1.0) -> Scheduler:
+    return Scheduler("tgs", Sharing.TIME_SLICED, timeslice_us=timeslice_us,
+                     rate_control=RateControl(window_us, increase, decrease, tolerance))
+
+
+@PRIORITY.register("reef")
+def reef(reset_us: float = TALLY_LIMIT_US) -> Scheduler:
+    return Scheduler("reef", Sharing.CONCURRENT, Blocks.PRIORITY, Preemption.RESET,
+                     preemption_us=reset_us, be_in_requests=False, gated=True)
+
+
+@PRIORITY.register("tally")
+def tally(limit_us: float = TALLY_LIMIT_US, idle_wait_us: float = TALLY_IDLE_WAIT_US,
+          transform_overhead: float = TALLY_TRANSFORM_OVERHEAD,
+          untransformed_after_us: float = TALLY_UNTRANSFORMED_AFTER_US) -> Scheduler:
+    return Scheduler("tally", Sharing.CONCURRENT, Blocks.PRIORITY, Preemption.DRAIN,
+                     preemption_us=limit_us, idle_wait_us=idle_wait_us,
+                     transform_overhead=transform_overhead,
+                     untransformed_after_us=untransformed_after_us, gated=True)
+
+
+@PRIORITY.register("orion")
+def orion() -> Scheduler:
+    return Scheduler("orion", Sharing.CONCURRENT, Blocks.PRIORITY, kind_rule=True, gated=True)
