@@ -115,12 +115,13 @@ class Engine:
         if be is None or self.be_on or be.ready_at > self.t + EPS or \
                 self.pause_until > self.t + EPS:
             return
-        obs = self.observe()
-        self.be_gate = self.s.be_launch_at(obs)
-        if self.be_gate > self.t + EPS:
-            return
-        if be.frac >= 1.0:
-            be.factor = self.s.be_duration_factor(be.duration, obs)
+        if self.s.gated or self.s.transform_overhead > 0:
+            obs = self.observe()
+            self.be_gate = self.s.be_launch_at(obs)
+            if self.be_gate > self.t + EPS:
+                return
+            if be.frac >= 1.0:
+                be.factor = self.s.be_duration_factor(be.duration, obs)
         self.be_on = True
         if self.s.sharing is Sharing.CONCURRENT:
             self.a_b = min(self.m_b, A100_SMS - self.a_h)
@@ -150,10 +151,13 @@ class Engine:
         return r_h, r_b
 
     def _alone(self, horizon: float) -> bool:
-        """BE alone while HP has no request: one vectorised step. False if not applicable."""
+        """BE alone while HP has no request, or holds no time slice: one vectorised step.
+        False if not applicable."""
         be, s = self.be, self.s
-        if be is None or self.cur is not None or self.hp_run or not self.be_on:
+        if be is None or not self.be_on:
             return False
+        if self.cur is not None or self.hp_run:
+            return self._slice_alone(be, horizon)
         nxt = float(self.arr[self.next_req]) if self.next_req < len(self.arr) else horizon
         until = min(nxt, horizon, self.window_end)
         idle = self.hp_idle_since if self.hp_idle_since is not None else self.t
@@ -165,6 +169,24 @@ class Engine:
                                   limit_us=s.preemption_us, overhead=overhead)
         self.a_b = self.m_b if self.be_on else 0.0
         self.holder, self.slice_end = "be", math.inf
+        self.t = until
+        return True
+
+    def _slice_alone(self, be: BeStream, horizon: float) -> bool:
+        """Time slicing, BE holding the slice: HP waits whatever it does until it ends."""
+        if self.s.sharing is not Sharing.TIME_SLICED or self.holder != "be" or \
+                self.slice_end == math.inf or self.rate < 1.0:
+            return False
+        until = min(self.slice_end, horizon, self.window_end, self.t + be.busy_left_us())
+        if until <= self.t + EPS:
+            return False
+        waits_from = self.t if self.hp_run else max(self.t, self.hp_ready_at)
+        if waits_from < until:
+            self.blocked += until - waits_from
+            start = self.stall_since if self.stall_since is not None else waits_from
+            self.max_stall = max(self.max_stall, until - start)
+            self.stall_since = start
+        self.be_on = be.run_alone(self.t, until, running=True)
         self.t = until
         return True
 

@@ -32,16 +32,39 @@ class BeStream:
     """Useful kernel work done, in solo microseconds."""
     lost_us: float = 0.0
     kernels: int = 0
+    _next_gap: list[int] = field(default_factory=list, repr=False)
+    _gaps: list[int] = field(default_factory=list, repr=False)
+    _cum: list[float] = field(default_factory=list, repr=False)
     _cache: dict[tuple[float, float], tuple[FloatArray, FloatArray]] = field(
         default_factory=dict, repr=False)
+    _dur: list[float] = field(default_factory=list, repr=False)
+    _gap: list[float] = field(default_factory=list, repr=False)
+    _kind: list[int] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        self._dur = self.units.duration_us.tolist()
+        self._gap = self.units.gap_us.tolist()
+        self._kind = self.units.kind.tolist()
+        gaps = np.flatnonzero(self.units.gap_us > 0)
+        self._next_gap = np.searchsorted(gaps, np.arange(len(self._dur))).tolist()
+        self._gaps = gaps.tolist()
+        self._cum = np.concatenate([[0.0], np.cumsum(self.units.duration_us)]).tolist()
 
     @property
     def duration(self) -> float:
-        return float(self.units.duration_us[self.index])
+        return self._dur[self.index]
 
     @property
     def kind(self) -> int:
-        return int(self.units.kind[self.index])
+        return self._kind[self.index]
+
+    def busy_left_us(self) -> float:
+        """Solo time until BE reaches its next idle gap (the end of its kernel run)."""
+        i = self.index
+        left = self.frac * self.duration * self.factor
+        g = self._next_gap[i]
+        end = self._gaps[g] if g < len(self._gaps) else len(self._dur) - 1
+        return left + self._cum[end + 1] - self._cum[i + 1]
 
     def block_us(self) -> float:
         """One wave of the current kernel's blocks (Orion's waves per kernel)."""
@@ -63,9 +86,9 @@ class BeStream:
 
     def finish(self, now: float) -> None:
         """The running kernel ended at ``now``: move to the next, after its gap."""
-        self.ready_at = now + float(self.units.gap_us[self.index])
+        self.ready_at = now + self._gap[self.index]
         self.kernels += 1
-        self.index = (self.index + 1) % len(self.units.duration_us)
+        self.index = (self.index + 1) % len(self._dur)
         self.frac, self.factor = 1.0, 1.0
 
     def _tables(self, stretch: float, limit_us: float,

@@ -1,0 +1,76 @@
+"""A kernel trace: one unit of a job (an inference request, a training iteration) as a CSV of
+its kernels, for the priority-sharing simulator in place of a published profile.
+
+Columns: ``duration_us`` (the kernel's solo time, > 0), ``gap_us`` (idle time after it,
+>= 0; default 0) and ``kind`` (1 compute-bound, 0 memory-bound, -1 unknown; default -1).
+``#`` lines are comments. A bad cell is a one-line error naming file, line and column.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+
+from cotenant.errors import InputError
+from cotenant.perf.kernels import UNKNOWN, Units
+
+KINDS = (1, 0, -1)
+
+
+def _cell(where: str, row: dict[str, str | None], col: str, default: float | None) -> float:
+    raw = row.get(col)
+    if raw is None or raw.strip() == "":
+        if default is None:
+            raise InputError(f"{where}:{col}", "is missing", hint="every row needs duration_us")
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InputError(f"{where}:{col}", f"{raw!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"{where}:{col}", f"{value:g} must be a finite number >= 0",
+                         hint="durations and gaps are microseconds, never negative")
+    return value
+
+
+def parse_kernel_trace(text: str, name: str) -> Units:
+    """The kernels of a trace's text (``name`` for the error messages)."""
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1)
+             if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        raise InputError(name, "has no kernels", hint="a header line duration_us,gap_us,kind "
+                         "and one row per kernel")
+    reader = csv.DictReader(io.StringIO("\n".join(line for _, line in lines)))
+    if "duration_us" not in (reader.fieldnames or []):
+        raise InputError(f"{name}:{lines[0][0]}", "needs a duration_us column")
+    dur, gap, kind = [], [], []
+    for i, row in enumerate(reader, start=1):
+        where = f"{name}:{lines[i][0]}"
+        d = _cell(where, row, "duration_us", None)
+        if d <= 0:
+            raise InputError(f"{where}:duration_us", f"{d:g} must be > 0")
+        dur.append(d)
+        gap.append(_cell(where, row, "gap_us", 0.0))
+        raw = (row.get("kind") or "").strip()
+        try:
+            k = int(raw) if raw else UNKNOWN
+        except ValueError:
+            raise InputError(f"{where}:kind", f"{raw!r} is not 1, 0 or -1") from None
+        if k not in KINDS:
+            raise InputError(f"{where}:kind", f"{k} must be one of 1, 0, -1")
+        kind.append(k)
+    if not dur:
+        raise InputError(name, "has no kernels")
+    return Units(np.array(dur), np.array(gap), np.array(kind, dtype=np.int8))
+
+
+def load_kernel_trace(path: Path) -> Units:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), f"cannot be read: {exc}") from exc
+    return parse_kernel_trace(text, str(path))
