@@ -58,6 +58,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "colocation": ("cotenant.cli.colocation", "Online/offline co-location: dedicated GPUs, "
                    "fixed-split MPS, time slicing, priority, MuxFlow and cotenant's policies, "
                    "on one workload with the same bursts and faults."),
+    "priority": ("cotenant.cli.priority", "Priority time sharing on one GPU, kernel by kernel: "
+                 "an HP inference job and BE training under time slicing, MPS, MPS with "
+                 "priority, TGS, REEF, Tally and Orion."),
     "mig-training": ("cotenant.cli.mig_training", "Training jobs on MIG GPUs: one-to-one "
                      "static and dynamic MIG against Flex-MIG's one-to-many, on the same "
                      "jobs and layouts."),

@@ -72,13 +72,15 @@ class OrionStats:
 
 @cache
 def orion_stats() -> dict[str, OrionStats]:
-    name, out = "orion_occupancy.csv", {}
+    name, out = "orion_occupancy.csv", dict[str, OrionStats]()
     for line, row in published.table(name):
-        num = lambda col: published.number(name, line, row, col)  # noqa: E731
+        cell = {c: published.number(name, line, row, c) for c in (
+            "kernels", "kernel_ms", "occupancy", "waves", "compute_share", "memory_share",
+            *_Q_COLUMNS)}
         out[row["profile"]] = OrionStats(
-            row["profile"], int(num("kernels")), num("kernel_ms"), num("occupancy"),
-            tuple(num(c) for c in _Q_COLUMNS), num("waves"), num("compute_share"),
-            num("memory_share"))
+            row["profile"], int(cell["kernels"]), cell["kernel_ms"], cell["occupancy"],
+            tuple(cell[c] for c in _Q_COLUMNS), cell["waves"], cell["compute_share"],
+            cell["memory_share"])
     return out
 
 
@@ -172,8 +174,8 @@ def kernel_profile(job: str) -> KernelProfile:
     """The kernel profile of a Tally job (its name, or a unique prefix such as ``bert``
     for inference and ``pytorch_bert`` for training)."""
     jobs = {j.name: j for j in published.tally_jobs()}
-    match = [n for n in jobs if n == job or n.startswith(job)
-             or n.startswith(f"onnxruntime_{job}") or n.startswith(f"pytorch_{job}")]
+    prefixes = (job, f"onnxruntime_{job}", f"pytorch_{job}")
+    match = [n for n in jobs if n.startswith(prefixes)]
     serving = [n for n in match if "single-stream" in n]
     match = serving if serving and len(serving) < len(match) else match
     if len(match) != 1:

@@ -88,7 +88,8 @@ class Engine:
     def _launch_hp(self) -> None:
         if self.cur is None or self.hp_run or self.hp_ready_at > self.t + EPS:
             return
-        self.hp_run, self.hp_rem, self.hp_idle_since = True, float(self.hp.duration_us[self.k]), None
+        self.hp_run, self.hp_idle_since = True, None
+        self.hp_rem = float(self.hp.duration_us[self.k])
         if self.s.sharing is Sharing.CONCURRENT:
             self.a_h = min(self.m_h, A100_SMS - self.a_b)
             if self.be_on and self.release_at == math.inf:

@@ -81,8 +81,8 @@ class PairResult:
 def arrivals(n: int, interval_us: float, kind: str, rng: np.random.Generator) -> FloatArray:
     """``n`` arrival times: evenly spaced from a random phase, or a Poisson process."""
     if kind == "periodic":
-        return (np.arange(n) + rng.random()) * interval_us
-    return np.cumsum(rng.exponential(interval_us, size=n))
+        return np.asarray((np.arange(n) + rng.random()) * interval_us, dtype=np.float64)
+    return np.asarray(np.cumsum(rng.exponential(interval_us, size=n)), dtype=np.float64)
 
 
 def alone_latency_us(arrivals_us: FloatArray, service_us: float) -> FloatArray:
@@ -113,7 +113,7 @@ def run_pair(scheduler: Scheduler, pair: Pair, seed: int = 0, *,
     alone = alone_latency_us(arr, hp.length_us)
     work = result.be_work_us
     return PairResult(
-        scheduler.name, hp_prof.job, stream and kernel_profile(pair.be or "").job,
+        scheduler.name, hp_prof.job, kernel_profile(pair.be).job if pair.be else None,
         float(np.percentile(alone, 99)) / 1e3, float(alone.mean()) / 1e3,
         float(np.percentile(result.latency_us, 99)) / 1e3,
         float(result.latency_us.mean()) / 1e3,

@@ -126,7 +126,7 @@ def _typed(value: Any, typ: type, where: str) -> Any:
 def _schedulers(data: Any, where: str) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
     if not isinstance(data, list) or not data:
         raise InputError(where, "must be a non-empty list of scheduler names or mappings")
-    out = []
+    out: list[tuple[str, tuple[tuple[str, Any], ...]]] = []
     for i, item in enumerate(data):
         if isinstance(item, str):
             out.append((item, ()))

@@ -1,0 +1,87 @@
+"""``cotenant simulate priority``: flags, scenario files, JSON, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.unit.cli.test_cli import run
+
+
+def test_json_has_every_scheduler_with_be_against_tgs(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "simulate", "priority", "--requests", "20", "--json")
+    assert code == 0
+    data = json.loads(out)
+    rows = {r["scheduler"]: r for r in data["schedulers"]}
+    assert set(rows) == {"tally", "tgs", "time-slicing", "mps", "mps-priority", "reef", "orion"}
+    assert rows["tgs"]["be_vs_tgs"] == 1.0
+    assert rows["tally"]["p99_overhead_pct"] < rows["time-slicing"]["p99_overhead_pct"]
+
+
+def test_a_scenario_file_with_flags_over_it(capsys: pytest.CaptureFixture[str],
+                                            tmp_path: Path) -> None:
+    trace = tmp_path / "hp.csv"
+    trace.write_text("duration_us,gap_us\n" + "50,5\n" * 20, encoding="utf-8")
+    path = tmp_path / "s.yaml"
+    path.write_text("apiVersion: cotenant/v1alpha1\nkind: PriorityScenario\nhp: bert\n"
+                    "be: pytorch_bert\nhpTrace: hp.csv\nrequests: 10\n"
+                    "schedulers: [{name: tally, limit_us: 10}, time-slicing]\n",
+                    encoding="utf-8")
+    code, out, _ = run(capsys, "simulate", "priority", "--config", str(path), "--json",
+                       "--requests", "15")
+    assert code == 0
+    data = json.loads(out)
+    assert [r["scheduler"] for r in data["schedulers"]] == ["tally", "time-slicing"]
+    assert data["schedulers"][0]["mean_alone_ms"] == pytest.approx(1.1)
+
+
+def test_the_table_names_the_pair(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "simulate", "priority", "-s", "tally", "--requests", "5",
+                       "--be", "pytorch_whisper")
+    assert code == 0
+    assert "pytorch_whisper" in out
+    assert "tally" in out
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["-s", "fifo"], "unknown priority scheduler 'fifo'; valid: mps, "),
+    (["--be", "resnet9"], "unknown Tally job 'resnet9'"),
+    (["--load", "1.5"], "load: 1.5 must be in (0, 1)"),
+    (["--arrivals", "bursty"], "unknown arrival process 'bursty'"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str],
+                                          argv: list[str], match: str) -> None:
+    code, _, err = run(capsys, "simulate", "priority", *argv)
+    assert code == 2
+    assert match in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_negative_kernel_durations_are_refused(capsys: pytest.CaptureFixture[str],
+                                               tmp_path: Path) -> None:
+    trace = tmp_path / "be.csv"
+    trace.write_text("duration_us,gap_us\n10,0\n-4,0\n", encoding="utf-8")
+    code, _, err = run(capsys, "simulate", "priority", "--be-trace", str(trace))
+    assert code == 2
+    assert f"{trace}:3:duration_us: -4 must be a finite number >= 0" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("doc", "match"), [
+    ("kind: PriorityScenario\n", "apiVersion: must be"),
+    ("apiVersion: cotenant/v1alpha1\nkind: Other\n", "kind: must be 'PriorityScenario'"),
+    ("apiVersion: cotenant/v1alpha1\nkind: PriorityScenario\nbatch: 3\n", "batch: unknown key"),
+    ("apiVersion: cotenant/v1alpha1\nkind: PriorityScenario\nrequests: many\n",
+     "requests: must be a int"),
+    ("apiVersion: cotenant/v1alpha1\nkind: PriorityScenario\nschedulers: [{name: tally, "
+     "slice: 3}]\n", "schedulers[0]: scheduler 'tally' takes no such parameter"),
+])
+def test_bad_scenarios_name_the_key(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                    doc: str, match: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(doc, encoding="utf-8")
+    code, _, err = run(capsys, "simulate", "priority", "--config", str(path))
+    assert code == 2
+    assert match in err
