@@ -3,9 +3,10 @@ against BE alone.
 
 HP alone is the same request stream with no BE: each request takes its kernels and launch
 gaps, queued first come first served (Lindley's recursion, which the engine reproduces
-with no co-runner). BE alone runs its iteration back to back: its throughput alone is its
-duty (kernel time over iteration time), so BE's normalised throughput is its useful kernel
-work per unit time over that duty. Work a REEF reset throws away does not count.
+with no co-runner). BE alone runs its iterations back to back over the same span of time
+from the same start; BE's normalised throughput is its useful kernel work beside HP over its
+work alone (the same window, so a run shorter than an iteration is not misread). Work a
+REEF reset throws away does not count.
 """
 
 from __future__ import annotations
@@ -102,14 +103,16 @@ def run_pair(scheduler: Scheduler, pair: Pair, seed: int = 0, *,
     hp_prof = kernel_profile(pair.hp)
     hp = hp_units or hp_prof.sample(hp_rng, pair.max_kernels)
     arr = arrivals(pair.requests, hp.length_us / pair.load, pair.arrivals, arr_rng)
-    stream = None
-    duty = 1.0
+    stream, alone_work = None, 0.0
     if pair.be is not None:
         be_prof = kernel_profile(pair.be)
         units = be_units or be_prof.sample(be_rng, max_kernels=10**9)
-        duty = units.busy_us / units.length_us
         stream = BeStream(units, be_prof.sms, be_prof.orion.waves)
     result = Engine(scheduler, hp, hp_prof.sms, stream, arr, gpu_rng).run()
+    if stream is not None:
+        solo = BeStream(stream.units, stream.sms, stream.waves)
+        solo.run_alone(0.0, result.end_us, running=False)
+        alone_work = solo.work_us
     alone = alone_latency_us(arr, hp.length_us)
     work = result.be_work_us
     return PairResult(
@@ -117,7 +120,7 @@ def run_pair(scheduler: Scheduler, pair: Pair, seed: int = 0, *,
         float(np.percentile(alone, 99)) / 1e3, float(alone.mean()) / 1e3,
         float(np.percentile(result.latency_us, 99)) / 1e3,
         float(result.latency_us.mean()) / 1e3,
-        work / result.end_us / duty if stream is not None and result.end_us > 0 else 0.0,
+        work / alone_work if alone_work > 0 else 0.0,
         result.hp_wait_us,
         result.be_lost_us / (work + result.be_lost_us) if work + result.be_lost_us > 0 else 0.0,
     )
