@@ -33,7 +33,7 @@ def test_a_scenario_file_with_flags_over_it(capsys: pytest.CaptureFixture[str],
                        "--requests", "15")
     assert code == 0
     data = json.loads(out)
-    assert [r["scheduler"] for r in data["schedulers"]] == ["tally", "time-slicing"]
+    assert [r["scheduler"] for r in data["schedulers"]] == ["tally(limit_us=10)", "time-slicing"]
     assert data["schedulers"][0]["mean_alone_ms"] == pytest.approx(1.1)
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from cotenant.perf import published
+from cotenant.perf.interference import interference, stretch_from_p99_ratio
+from cotenant.perf.mps import TALLY_HP_LOAD
 from cotenant.policies.priority import PRIORITY
 from cotenant.sim.priority.run import Pair, PairResult, run_pair
 
@@ -79,5 +81,29 @@ def summary(rows: list[ComparedRow]) -> list[dict[str, object]]:
             tgs_be = float(np.mean([r.ours.be_norm_tput for r in tgs]))
             row["be_vs_tgs"] = round(ours_be / tgs_be, 3) if tgs_be > 0 else None
             row["system_vs_tgs"] = round((1 + ours_be) / (1 + tgs_be), 3)
+        out.append(row)
+    return out
+
+
+def colocation_check(rows: list[ComparedRow]) -> list[dict[str, object]]:
+    """Per training job, the co-location simulator's priority and time-slicing parameters
+    (stretch and cost, :mod:`cotenant.perf.interference`, from Tally's published table at
+    its mean) beside the same parameters derived the same way from this model's runs."""
+    published_cal = interference("tally", "mean")
+    jobs = [j.name for j in published.tally_jobs() if j.kind == "training"]
+    out = []
+    for i, job in enumerate(jobs):
+        row: dict[str, object] = {"be": job}
+        for name, stretch, cost in (("tally", "priority_stretch", "priority_cost"),
+                                    ("time-slicing", "ts_stretch", "ts_cost")):
+            mine = [r.ours for r in rows if r.ours.scheduler == name and r.ours.be == job]
+            if not mine:
+                continue
+            ratio = float(np.mean([r.p99_ratio for r in mine]))
+            tput = float(np.mean([r.be_norm_tput for r in mine]))
+            row[f"{name}_stretch_ours"] = round(stretch_from_p99_ratio(ratio), 3)
+            row[f"{name}_stretch_published"] = round(float(getattr(published_cal, stretch)[i]), 3)
+            row[f"{name}_cost_ours"] = round((1.0 - tput) / TALLY_HP_LOAD, 3)
+            row[f"{name}_cost_published"] = round(float(getattr(published_cal, cost)[i]), 3)
         out.append(row)
     return out

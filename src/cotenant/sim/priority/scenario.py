@@ -143,4 +143,9 @@ def run_scenario(s: PriorityScenario) -> list[PairResult]:
     """Every scheduler of the scenario on its pair (the same draws for each)."""
     hp = load_kernel_trace(s.hp_trace) if s.hp_trace else None
     be = load_kernel_trace(s.be_trace) if s.be_trace else None
-    return [run_pair(sched, s.pair(), s.seed, hp_units=hp, be_units=be) for sched in s.build()]
+    out = []
+    for (_, params), sched in zip(s.schedulers, s.build(), strict=True):
+        r = run_pair(sched, s.pair(), s.seed, hp_units=hp, be_units=be)
+        label = ",".join(f"{k}={v}" for k, v in params)
+        out.append(replace(r, scheduler=f"{r.scheduler}({label})") if label else r)
+    return out
