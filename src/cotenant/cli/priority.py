@@ -45,8 +45,12 @@ def priority(
         "--be-trace", help="kernel trace (CSV) of one BE iteration")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """HP p99 and mean latency overhead against HP alone, and BE throughput against BE
-    alone and against TGS, per scheduler, on one GPU simulated kernel by kernel."""
+    """Priority time sharing on one GPU, kernel by kernel: an HP inference job and BE
+    training under time slicing, MPS, MPS with priority, TGS, REEF, Tally and Orion.
+
+    Reports, per scheduler, the HP's p99 and mean latency overhead against HP alone and the
+    BE's throughput against BE alone and against TGS's.
+    """
     s = PriorityScenario.load_file(config) if config is not None else PriorityScenario()
     chosen = tuple((PRIORITY.canonical(n), ()) for n in scheduler) if scheduler else None
     s = s.override(hp=hp, be=be, schedulers=chosen, load=load, requests=requests,
