@@ -5,7 +5,7 @@ tally-bench on an A100-40GB) under each scheduler: HP p99 ratio and BE normalise
 throughput, ours beside the published figure, then the means per scheduler with BE and
 system throughput relative to TGS. ``--json`` writes the rows.
 
-    .venv/bin/python benchmarks/priority.py [--requests 200 --llama-requests 20 --seed 0]
+    .venv/bin/python benchmarks/priority.py [--requests 200 --llama-requests 20 --seed 0 --hp bert]
 """
 
 from __future__ import annotations
@@ -34,11 +34,14 @@ def main() -> None:
     ap.add_argument("--llama-requests", type=int, default=20, help="Llama-2 requests per run")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--scheduler", action="append", help="repeatable (default: all seven)")
+    ap.add_argument("--hp", action="append", choices=("bert", "llama"),
+                    help="only the pairs of this HP model, repeatable (default: both)")
     ap.add_argument("--json", type=Path, help="write the rows and summary here")
     args = ap.parse_args()
     started = time.perf_counter()
     rows = compare(tuple(args.scheduler or DEFAULT_SCHEDULERS), requests=args.requests,
-                   llama_requests=args.llama_requests, seed=args.seed)
+                   llama_requests=args.llama_requests, seed=args.seed,
+                   hp_models=tuple(args.hp or ("bert", "llama")))
     wall = time.perf_counter() - started
     print("| HP | BE | scheduler | p99 x ours | p99 x paper | BE tput ours | BE tput paper |")
     print("|---|---|---|---|---|---|---|")

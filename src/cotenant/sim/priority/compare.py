@@ -41,11 +41,15 @@ def _hp_name(server_job: str) -> str:
 
 
 def compare(schedulers: tuple[str, ...] = DEFAULT_SCHEDULERS, *, requests: int = 200,
-            llama_requests: int = 60, seed: int = 0) -> list[ComparedRow]:
-    """Every published pair under every scheduler (the same draws for each scheduler)."""
+            llama_requests: int = 20, seed: int = 0,
+            hp_models: tuple[str, ...] = ("bert", "llama")) -> list[ComparedRow]:
+    """Every published pair (of the HP models named) under every scheduler, the same draws
+    for each scheduler."""
     rows = []
     for pair in published.tally_pairs():
         hp = _hp_name(pair.hp_job)
+        if hp not in hp_models:
+            continue
         n = llama_requests if hp == "llama" else requests
         for name in schedulers:
             result = run_pair(PRIORITY.create(name), Pair(hp, pair.be_job, requests=n), seed)
