@@ -9,6 +9,7 @@ import pytest
 
 from cotenant.perf.kernels import kernel_profile
 from cotenant.policies.priority import PRIORITY
+from cotenant.sim.priority.compare import colocation_check, compare, summary
 from cotenant.sim.priority.engine import Engine
 from cotenant.sim.priority.run import Pair, alone_latency_us, arrivals, run_pair
 from cotenant.sim.priority.stream import BeStream
@@ -117,8 +118,6 @@ def test_llama_requests_are_coarsened_but_keep_their_length() -> None:
 
 
 def test_the_comparison_sets_ours_beside_tallys_published_figures() -> None:
-    from cotenant.sim.priority.compare import colocation_check, compare, summary
-
     rows = compare(("tally", "tgs"), requests=8, llama_requests=2)
     assert len(rows) == 24
     table = {s["scheduler"]: s for s in summary(rows)}
