@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 
 class CotenantError(Exception):
@@ -25,6 +26,20 @@ class CotenantError(Exception):
         """The message and its fix hint, on one line."""
         text = self.message.replace("\n", " ")
         return f"{text} (hint: {self.hint})" if self.hint else text
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its arguments and attributes, not rebuilt through ``__init__`` (whose
+        parameters differ by class): an error raised in a solver's child process comes back
+        to the parent as itself."""
+        return _restore, (type(self), self.args, dict(self.__dict__))
+
+
+def _restore(cls: type[CotenantError], args: tuple[Any, ...],
+             state: dict[str, Any]) -> CotenantError:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class InputError(CotenantError):

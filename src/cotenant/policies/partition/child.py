@@ -12,6 +12,11 @@ best plan, on time, and no CPU is left to an abandoned solve.
 ``nice`` lowers the child's CPU priority: ``auto`` runs its heuristics at the lowest, so that
 they do not take CPU time from the exact solve running beside them.
 
+An error the work raises comes back as itself where it is a :class:`~cotenant.errors.
+CotenantError` (an :class:`~cotenant.errors.InputError`, say); any other failure comes back
+as a :class:`ChildError`, a ``CotenantError`` with a one-line message, so the CLI reports it
+as it reports bad input, on one line, without a traceback.
+
 Where ``fork`` is unavailable (not Linux or macOS) the work runs in this process, bounded
 by HiGHS's own time limit only.
 """
@@ -27,6 +32,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from cotenant.errors import CotenantError
+
 T = TypeVar("T")
 
 GRACE_S = 0.05
@@ -36,8 +43,12 @@ LOWEST_PRIORITY = 19
 CAN_FORK = hasattr(os, "fork")
 
 
-class ChildError(RuntimeError):
-    """The child failed in a way that could not be sent back as its own exception."""
+class ChildError(CotenantError):
+    """The work failed in its child process with an error other than a ``CotenantError``,
+    or its answer could not be sent back."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("a solver's child process failed: " + " ".join(message.split()))
 
 
 class Pending(Generic[T]):
@@ -101,7 +112,7 @@ class Pending(Generic[T]):
             return None
         ok, value = self._done
         if not ok:
-            raise value if isinstance(value, BaseException) else ChildError(str(value))
+            raise value if isinstance(value, CotenantError) else ChildError(str(value))
         return value  # type: ignore[return-value]
 
     def cancel(self) -> None:
@@ -143,8 +154,10 @@ def _reap() -> None:
 def _attempt(work: Callable[[], T]) -> tuple[bool, object]:
     try:
         return True, work()
-    except Exception as exc:
+    except CotenantError as exc:
         return False, exc
+    except Exception as exc:
+        return False, ChildError(f"{type(exc).__name__}: {exc}")
 
 
 def _child(work: Callable[[], object], fd: int, nice: int) -> None:
