@@ -19,6 +19,7 @@ path)::
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -54,7 +55,14 @@ class ServingSpec:
     source: str = "spec"  # the document it came from, for error messages
 
 
+_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+"""A number with an exponent: YAML 1.1 (PyYAML) reads ``1.0e12`` as text, since its floats
+need a sign in the exponent (``1.0e+12``) and a dot in the mantissa."""
+
+
 def _number(value: Any, where: str, *, positive: bool) -> float:
+    if isinstance(value, str) and _EXPONENT.fullmatch(value.strip()):
+        value = float(value)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(where, f"{value!r} is not a number")
     try:

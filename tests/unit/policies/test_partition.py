@@ -216,3 +216,20 @@ def test_searches_improve_on_greedy_where_greedy_wastes_instances() -> None:
         plan = PARTITION.get(name)(pb, 30.0)
         verify(pb, plan)
         assert exact.gpu_count <= plan.gpu_count <= greedy.gpu_count
+
+
+def test_a_rate_yaml_reads_as_text_is_a_number() -> None:
+    """PyYAML reads ``1.0e12`` (no sign in the exponent) as text: it is taken as the number
+    it spells; other text is still not a number."""
+    doc = yaml.safe_load("apiVersion: cotenant/v1alpha1\nkind: ServingPlan\ngpu: A100-40GB\n"
+                         "services:\n- {name: a, model: bert-base, rate: 1.0e3, sloMs: 5e1}\n")
+    assert doc["services"][0]["rate"] == "1.0e3"
+    spec = parse_spec(doc)
+    assert (spec.services[0].rate, spec.services[0].slo_ms) == (1000.0, 50.0)
+    for text in ("1e3x", "fast", "e3", "1.0e"):
+        with pytest.raises(InputError, match="is not a number"):
+            parse_spec({**SPEC, "services": [{"name": "a", "model": "m", "rate": text,
+                                              "sloMs": 50}]})
+    with pytest.raises(InputError, match="must be >= 0"):
+        parse_spec({**SPEC, "services": [{"name": "a", "model": "m", "rate": "-1e3",
+                                          "sloMs": 50}]})
