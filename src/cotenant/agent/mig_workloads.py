@@ -12,9 +12,13 @@ allocation) runs as one process per instance (:func:`rank_specs`): workload ``<j
 on instance i, pointed at that instance's UUID like any MIG workload, with the variables of
 ``torch.distributed``'s ``env://`` rendezvous (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
 ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``): every rank is on this node, so the
-master is 127.0.0.1. MIG instances have no peer-to-peer path and stock NCCL refuses two
-ranks on one GPU's instances (it sees one PCI device), so a job uses a backend that goes
-through host memory (``gloo``, or NCCL with the Flex-MIG paper's changes).
+master is 127.0.0.1. Each rank's CUDA sees one device, its instance, as ``cuda:0`` (CUDA
+enumerates one MIG instance per process), so ``LOCAL_RANK`` is 0 and ``LOCAL_WORLD_SIZE`` 1
+in every rank: code that picks its device by ``LOCAL_RANK``, as torchrun's users do, picks
+``cuda:0``; a local rank of i would name a device the process does not have. MIG
+instances have no peer-to-peer path and stock NCCL refuses two ranks on one GPU's instances
+(it sees one PCI device), so a job uses a backend that goes through host memory (``gloo``,
+or NCCL with the Flex-MIG paper's changes).
 """
 
 from __future__ import annotations
@@ -49,8 +53,8 @@ def rank_specs(spec: WorkloadSpec) -> list[WorkloadSpec]:
             raise InputError(f"workload {spec.name!r}.name", f"too long for {size} ranks "
                              f"({name!r} is over 63 characters)")
         env = dict(spec.env) | {
-            "RANK": str(rank), "WORLD_SIZE": str(size), "LOCAL_RANK": str(rank),
-            "LOCAL_WORLD_SIZE": str(size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+            "RANK": str(rank), "WORLD_SIZE": str(size), "LOCAL_RANK": "0",
+            "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
         }
         out.append(replace(spec, name=name, gpu=gpu, mig_instance=instance, mig_instances=(),
                            master_port=port, job=spec.name, env=tuple(sorted(env.items()))))

@@ -66,7 +66,10 @@ def test_each_rank_runs_on_its_own_instance_with_the_rendezvous_variables(
         assert record.pid is not None
         env = node.env_of(record.pid)
         assert env["CUDA_VISIBLE_DEVICES"] == uuids[(gpu, instance)]
-        assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == (str(rank), "3", str(rank))
+        assert (env["RANK"], env["WORLD_SIZE"]) == (str(rank), "3")
+        # one visible device per rank, its instance as cuda:0: cuda:LOCAL_RANK must be it
+        assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"]) == ("0", "1")
+        assert "," not in env["CUDA_VISIBLE_DEVICES"]
         assert env["MASTER_ADDR"] == "127.0.0.1"
         assert env["EPOCHS"] == "3"
         assert not [k for k in env if k.startswith("CUDA_MPS_")]
