@@ -46,6 +46,7 @@ from cotenant.policies.partition.formulation import slice_bound
 from cotenant.policies.partition.greedy import greedy_gpus, pack
 from cotenant.policies.partition.milp import (
     Relaxation,
+    children_deadline,
     plan_from,
     relaxation,
     solve_counts,
@@ -174,7 +175,8 @@ def solve_auto(problem: PartitionProblem, time_limit: float = 10.0,
     helps = pairs <= min(MAX_MILP_PAIRS, MILP_PAIRS_PER_SECOND * time_limit)
     # as solve_milp starts it; where it is unlikely to help, it yields the CPU
     exact = start_exact(problem, deadline, node_limit, nice=0 if helps else LOWEST_PRIORITY)
-    rounding = Pending(lambda: _round(problem, deadline), solver_time(problem, deadline))
+    inner = children_deadline(problem, deadline)  # the wind-down is kept back
+    rounding = Pending(lambda: _round(problem, inner), solver_time(problem, inner))
     if exact.pending is not None:  # the rounding's answer is read meanwhile
         exact.pending.wait(rounding)
     found = exact.result()
