@@ -279,3 +279,23 @@ def test_an_agent_runs_at_most_max_active_workloads(
     assert client.call("DELETE", "/v1/workloads/t0")[0] == 200
     client.service.tick()
     assert client.call("POST", "/v1/workloads", {**OFFLINE, "name": "t2"})[0] == 201
+
+
+@pytest.mark.parametrize(
+    ("authorization", "status"),
+    [
+        (b"Bearer " + TOKEN.encode(), b"200"),
+        (b"bearer " + TOKEN.encode(), b"200"),  # the scheme is case-insensitive (RFC 9110)
+        (b"Basic " + TOKEN.encode(), b"401"),  # the right token under another scheme
+        (b"Token " + TOKEN.encode(), b"401"),
+        (b"X " + TOKEN.encode(), b"401"),
+        (TOKEN.encode(), b"401"),  # no scheme at all
+        (b"Bearer", b"401"),
+    ],
+)
+def test_only_the_bearer_scheme_carries_the_token(
+    client: Client, authorization: bytes, status: bytes
+) -> None:
+    reply = _raw(client, b"GET /v1/gpus HTTP/1.1\r\nHost: x\r\nAuthorization: "
+                 + authorization + b"\r\n\r\n")
+    assert reply.split(b" ")[1] == status
