@@ -1,4 +1,4 @@
-"""Hypothesis strategies for the domain: pod shapes, nodes, clusters, MIG placements."""
+"""Hypothesis strategies for the domain: pod shapes, nodes, clusters, MIG placements, demands."""
 
 from __future__ import annotations
 
@@ -44,7 +44,9 @@ def clusters(draw: st.DrawFn) -> Cluster:
 
 
 def placements(geometry: MigGeometry) -> st.SearchStrategy[list[MigPlacement]]:
-    every = [MigPlacement(p, s) for p in geometry.profiles for s in p.starts]
+    """Placements of any profile at any memory slice, the starts the profile does not allow
+    (and those running past the last slice) included."""
+    every = [MigPlacement(p, s) for p in geometry.profiles for s in range(geometry.memory_slices)]
     return st.lists(st.sampled_from(every), max_size=8)
 
 
@@ -62,3 +64,11 @@ def valid_layouts(draw: st.DrawFn, geometry: MigGeometry) -> MigLayout:
         if geometry.can_add(MigLayout(tuple(chosen)), placement):
             chosen.append(placement)
     return geometry.layout(chosen)
+
+
+def demands(rates: list[float]) -> st.SearchStrategy[float]:
+    """Any demand, or exactly k instances' worth of one profile's rate (a boundary: k of
+    that profile serve it with nothing to spare)."""
+    usable = [r for r in rates if r > 0]
+    exact = st.builds(lambda r, k: r * k, st.sampled_from(usable), st.integers(1, 6))
+    return st.one_of(st.floats(0, 3000), exact)

@@ -72,11 +72,17 @@ def test_features_are_declared(backend: NodeBackend) -> None:
 def test_mig_layout_reads_back_valid(backend: NodeBackend) -> None:
     if BackendFeature.MIG not in backend.features():
         pytest.skip("MIG mode is off on this node")
+    if isinstance(backend, FakeNode):  # a layout to read back (real GPUs are only read)
+        backend.create_instance(1, "3g.20gb", 4)
+        backend.create_instance(1, "2g.10gb", 0)
+        backend.create_instance(1, "1g.5gb", 2)
     for info in backend.gpus():
         geometry = CATALOG.get(info.model).mig
         assert geometry is not None
         layout = backend.mig_layout(info.index)
         geometry.check(layout.placements)
+    if isinstance(backend, FakeNode):
+        assert str(backend.mig_layout(1)) == "2g.10gb@0,1g.5gb@2,3g.20gb@4"
 
 
 def test_process_spawn_poll_signal(backend: NodeBackend) -> None:

@@ -243,9 +243,11 @@ def test_simulate_out_creates_missing_directory(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     rep = tmp_path / "new" / "rep"
-    code, _, _ = run(capsys, "simulate", *SMALL, "--json", "--out", str(rep), "-p", "fgd")
+    code, out, _ = run(capsys, "simulate", *SMALL, "--json", "--out", str(rep), "-p", "fgd")
     assert code == 0
-    assert (rep / "index.html").is_file()
+    assert json.loads((rep / "summary.json").read_text()) == json.loads(out)
+    [fgd] = json.loads(out)["policies"]
+    assert f"{fgd['alloc_percent_mean']:.2f}" in (rep / "index.html").read_text()
 
 
 def test_simulate_bound_gives_each_policy_its_gap(
@@ -476,7 +478,9 @@ def test_missing_params_file_is_one_line(
         "--json",
     )
     assert code == 2
-    assert_one_error_line(err)
+    line = assert_one_error_line(err)
+    assert line.endswith(f"{tmp_path / 'absent.json'}: cannot read parameters: "
+                         "No such file or directory")
 
 
 def test_report_on_tiny_cluster_is_warning_free(
@@ -484,7 +488,7 @@ def test_report_on_tiny_cluster_is_warning_free(
 ) -> None:
     rep = tmp_path / "rep"
     rep.mkdir()
-    code, _, _ = run(
+    code, out, _ = run(
         capsys,
         "simulate",
         "--synthetic-pods",
@@ -502,3 +506,15 @@ def test_report_on_tiny_cluster_is_warning_free(
         str(rep),
     )
     assert code == 0
+    data = json.loads(out)
+    assert data["settings"]["nodes"] == 5
+    assert data["settings"]["pods"] == 100
+    [fgd] = data["policies"]
+    assert (fgd["policy"], fgd["seeds"], fgd["alloc_percent_std"]) == ("fgd", 1, 0.0)
+    assert 0.0 < fgd["alloc_percent_mean"] <= 100.0
+    assert 0.0 < fgd["alloc_percent_final"] <= 100.0
+    # the fragmented share is part of the free share
+    assert 0.0 <= fgd["frag_percent_mean"] <= 100.0 - fgd["alloc_percent_mean"]
+    assert fgd["failed_pods_mean"] == int(fgd["failed_pods_mean"])  # one seed: a count
+    assert sorted(p.name for p in rep.iterdir()) == [
+        "allocation.png", "fragmentation.png", "index.html", "summary.json"]

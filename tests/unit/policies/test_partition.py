@@ -16,6 +16,7 @@ from cotenant.model.mig import MigLayout, MigPlacement
 from cotenant.model.serving import parse_spec
 from cotenant.policies.partition import PARTITION, GpuPlan, PartitionProblem, Plan, verify
 from cotenant.policies.partition.export import DEVICE_FILTERS, node_counts, to_mig_parted
+from tests.strategies import demands
 
 GEOMETRY = CATALOG.get("A100-40GB").mig
 PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
@@ -66,8 +67,9 @@ def problems(draw: st.DrawFn) -> PartitionProblem:
                  draw(st.floats(3.0, 4.2)), draw(st.floats(5.0, 7.5))]
         cut = draw(st.integers(0, 3))  # SLO rules out the smallest profiles
         rate.append([0.0 if j < cut else base * s for j, s in enumerate(scale)])
-        demand.append(draw(st.floats(0, 3000)))
+        demand.append(draw(demands(rate[-1])))
     return problem(demand, rate)
+
 
 
 @settings(max_examples=40, deadline=None)

@@ -23,6 +23,7 @@ from cotenant.policies.partition import PARTITION, PartitionProblem, verify
 from cotenant.policies.partition.formulation import formulate, min_slices, slice_bound
 from cotenant.policies.partition.milp import lp_bound
 from cotenant.policies.partition.planner import build_problem, plan_spec
+from tests.strategies import demands
 
 A100 = CATALOG.get("A100-40GB")
 # req/s at batch 8 per profile: without 1g.10gb no A100-40GB layout serves 390 req/s
@@ -137,7 +138,7 @@ def problems(draw: st.DrawFn) -> PartitionProblem:
         cut = draw(st.integers(0, 4))  # a tight SLO rules out the smaller profiles
         rate.append([0.0 if j < cut else base * s
                      for j, s in enumerate([1.0, 1.9, 2.7, 3.4, 6.2])])
-    demand = [draw(st.floats(0, 3000)) for _ in range(n)]
+    demand = [draw(demands(r)) for r in rate]
     return PartitionProblem(geometry, tuple(f"s{i}" for i in range(n)), np.array(demand),
                             ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
                             np.array(rate))

@@ -116,16 +116,26 @@ def test_checker_refuses_what_the_driver_refuses() -> None:
         check_steps(pb, current, (), (GpuPlan(MigLayout(), ()),) * 2)
 
 
-@settings(max_examples=25, deadline=None)
+NO_SAFE_ORDER: list[bool] = []
+"""One entry per example of the property below: True where it took the "no safe order" exit."""
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(
     st.lists(st.floats(0, 2000), min_size=2, max_size=2),
     st.lists(st.floats(0, 2000), min_size=2, max_size=2),
-    st.integers(0, 2),
+    st.data(),
 )
-def test_random_replans_are_safe(before: list[float], after: list[float], spare: int) -> None:
-    """From the plan for one demand to the plan for another, with 0-2 free GPUs beside."""
+def test_random_replans_are_safe(before: list[float], after: list[float],
+                                 data: st.DataObject) -> None:
+    """From the plan for one demand to the plan for another, with spare free GPUs beside.
+    With as many spare GPUs as the new plan has, a safe order always exists (build the new
+    plan on the spares, then move traffic and retire the old GPUs), so there the "no safe
+    order" exit is a failure; with fewer it is allowed, and counted."""
     old = PARTITION.get("greedy")(problem(before), 1.0)
     new = PARTITION.get("milp")(problem(after), 5.0)
+    enough = len(new.gpus)
+    spare = data.draw(st.integers(0, enough), label="spare")
     pb = problem(after)
     current = old.gpus + (GpuPlan(MigLayout(), ()),) * spare
     try:
@@ -134,8 +144,19 @@ def test_random_replans_are_safe(before: list[float], after: list[float], spare:
         message = str(exc)
     else:
         check_steps(pb, current, result.steps, result.target)
+        NO_SAFE_ORDER.append(False)
         return
+    NO_SAFE_ORDER.append(True)
+    assert spare < enough, f"no order found with {spare} spare GPUs: {message}"
     assert "no safe order" in message
+
+
+def test_random_replans_mostly_find_a_safe_order() -> None:
+    """The property above does not pass on its exit alone: most examples replan for real."""
+    if not NO_SAFE_ORDER:
+        test_random_replans_are_safe()
+    assert len(NO_SAFE_ORDER) >= 20
+    assert sum(NO_SAFE_ORDER) <= len(NO_SAFE_ORDER) // 4, NO_SAFE_ORDER
 
 
 FOUR_THREE = [[0, 0, 260, 330, 650]] * 3

@@ -1,0 +1,193 @@
+"""Mutation testing of the core with mutmut, in parts that each run in minutes on two cores.
+
+Each part mutates a few modules and runs only the tests that exercise them: a scratch copy of
+``src/``, ``tests/`` and ``pyproject.toml`` is made under ``.mutation/<part>/`` with the part's
+``[tool.mutmut]`` settings appended, so the working tree and its configuration stay untouched
+and parts can be rerun one at a time. mutmut runs each test that covers a mutated function
+against each of its mutants; a mutant no test fails on *survived*.
+
+The score is killed / (killed + survived + no tests), after leaving out the mutants listed in
+``NOT_COUNTED`` with their reason (equivalent mutants, and functions that run only while the
+package is imported: mutmut switches a mutant on after import, so it cannot test those).
+
+    .venv/bin/pip install -e '.[mutation]'
+    nice -n 10 .venv/bin/python benchmarks/mutation.py [PART ...] [--jobs 2] [--list]
+
+Without a part name every part runs, the pure core first. Results go to
+``.mutation/<part>/summary.json``; ``--report`` prints the table of every part run so far.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / ".mutation"
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    mutate: tuple[str, ...]
+    """Globs of the files to mutate (mutmut's ``only_mutate``)."""
+    tests: tuple[str, ...]
+    """The tests that exercise them; mutmut picks, per mutant, those that reach its function."""
+
+
+PARTS = (
+    Part("model", ("src/cotenant/model/*",), ("tests/unit/model", "tests/unit/policies")),
+    Part("policies-placement", ("src/cotenant/policies/placement/*",),
+         ("tests/unit/policies/test_placement.py", "tests/unit/policies/test_placement_values.py",
+          "tests/unit/policies/test_pack.py", "tests/unit/policies/test_prices.py",
+          "tests/unit/policies/test_optimum.py", "tests/unit/sim/test_fragmentation.py")),
+    Part("policies-partition", ("src/cotenant/policies/partition/*",),
+         ("tests/unit/policies/test_partition.py", "tests/unit/policies/test_partition_edges.py",
+          "tests/unit/policies/test_reconfig.py")),
+    Part("policies-colocation", ("src/cotenant/policies/colocation/*",),
+         ("tests/unit/policies/colocation",)),
+    Part("policies-flexmig", ("src/cotenant/policies/flexmig/*",),
+         ("tests/unit/policies/test_flexmig.py",)),
+    Part("perf", ("src/cotenant/perf/*",), ("tests/unit/perf",)),
+    Part("sim-metrics", ("src/cotenant/sim/fragmentation.py", "src/cotenant/sim/bound.py",
+                         "src/cotenant/sim/colocation/records.py",
+                         "src/cotenant/sim/colocation/frontier.py"),
+         ("tests/unit/sim",)),
+    Part("agent-api-auth", ("src/cotenant/agent/api.py",), ("tests/unit/agent/test_api.py",)),
+    Part("agent-supervisor", ("src/cotenant/agent/supervisor.py", "src/cotenant/agent/faults.py"),
+         ("tests/unit/agent/test_supervisor.py", "tests/unit/agent/test_recovery.py",
+          "tests/unit/agent/test_faults.py")),
+    Part("report-tables", ("src/cotenant/report/tables.py", "src/cotenant/report/colocation.py"),
+         ("tests/unit/report",)),
+)
+
+NOT_COUNTED: dict[str, str] = {
+    "cotenant.model.gpu.x__a100_class__": "runs only at import (builds the GPU catalogue)",
+    "cotenant.model.gpu.xǁGpuCatalogǁ__init__": "runs only at import (builds the GPU catalogue)",
+}
+"""Mutant name prefixes left out of the score, with the reason."""
+
+
+def prepare(part: Part) -> Path:
+    """A fresh scratch copy for ``part`` with its mutmut settings."""
+    where = WORK / part.name
+    if where.exists():
+        shutil.rmtree(where)
+    where.mkdir(parents=True)
+    for name in ("src", "tests"):
+        shutil.copytree(ROOT / name, where / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    settings = {
+        "source_paths": ["src/"],
+        "only_mutate": list(part.mutate),
+        "pytest_add_cli_args_test_selection": list(part.tests),
+        "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q"],
+    }
+    lines = [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
+    text = (ROOT / "pyproject.toml").read_text()
+    (where / "pyproject.toml").write_text(text + "\n[tool.mutmut]\n" + "\n".join(lines) + "\n")
+    return where
+
+
+def mutmut(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).parent / "mutmut"
+    if not exe.exists():
+        sys.exit(f"no {exe}: pip install -e '.[mutation]' first")
+    return subprocess.run([str(exe), *args], cwd=where, capture_output=True, text=True,
+                          check=False)
+
+
+def statuses(where: Path) -> dict[str, str]:
+    """Each mutant's name and its status as mutmut reports it."""
+    out = mutmut(where, "results", "--all", "true").stdout
+    found = {}
+    for line in out.splitlines():
+        name, sep, status = line.strip().rpartition(": ")
+        if sep and name.startswith("cotenant."):
+            found[name] = status
+    return found
+
+
+def excluded(name: str) -> str | None:
+    return next((why for prefix, why in NOT_COUNTED.items() if name.startswith(prefix)), None)
+
+
+def summarise(part: Part, found: dict[str, str], seconds: float) -> dict[str, object]:
+    counted = {n: s for n, s in found.items() if excluded(n) is None}
+    tally: dict[str, int] = {}
+    for status in counted.values():
+        tally[status] = tally.get(status, 0) + 1
+    killed = tally.get("killed", 0) + tally.get("timeout", 0)
+    judged = killed + tally.get("survived", 0) + tally.get("no tests", 0)
+    return {
+        "part": part.name, "mutate": list(part.mutate), "tests": list(part.tests),
+        "mutants": len(found), "not_counted": len(found) - len(counted), "statuses": tally,
+        "score_percent": round(100.0 * killed / judged, 1) if judged else None,
+        "survivors": sorted(n for n, s in counted.items() if s in ("survived", "no tests")),
+        "seconds": round(seconds, 1), "machine": platform.node(),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def run_part(part: Part, jobs: int) -> dict[str, object]:
+    where = prepare(part)
+    start = time.perf_counter()
+    run = mutmut(where, "run", "--max-children", str(jobs))
+    if run.returncode != 0:
+        tail = (run.stderr or run.stdout).strip().splitlines()[-5:]
+        sys.exit(f"mutmut failed on part {part.name}:\n" + "\n".join(tail))
+    summary = summarise(part, statuses(where), time.perf_counter() - start)
+    (where / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def report() -> None:
+    print(f"{'part':<22}{'mutants':>8}{'not counted':>12}{'killed':>8}{'survived':>9}"
+          f"{'no tests':>9}{'score %':>9}{'s':>7}")
+    for part in PARTS:
+        path = WORK / part.name / "summary.json"
+        if not path.exists():
+            print(f"{part.name:<22}  not run")
+            continue
+        s = json.loads(path.read_text())
+        st = s["statuses"]
+        print(f"{part.name:<22}{s['mutants']:>8}{s['not_counted']:>12}"
+              f"{st.get('killed', 0) + st.get('timeout', 0):>8}{st.get('survived', 0):>9}"
+              f"{st.get('no tests', 0):>9}{s['score_percent']!s:>9}{s['seconds']:>7}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("parts", nargs="*", help="parts to run (default: all)")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once")
+    parser.add_argument("--list", action="store_true", help="list the parts and exit")
+    parser.add_argument("--report", action="store_true", help="print the table and exit")
+    args = parser.parse_args()
+    names = {p.name: p for p in PARTS}
+    if args.list:
+        for p in PARTS:
+            print(f"{p.name}: {' '.join(p.mutate)}")
+        return
+    if args.report:
+        report()
+        return
+    unknown = [n for n in args.parts if n not in names]
+    if unknown:
+        sys.exit(f"unknown part(s) {', '.join(unknown)}; valid: {', '.join(names)}")
+    for part in [names[n] for n in args.parts] or list(PARTS):
+        s = run_part(part, args.jobs)
+        print(f"{part.name}: score {s['score_percent']}% of {s['mutants']} mutants "
+              f"({s['not_counted']} not counted) in {s['seconds']} s", flush=True)
+    report()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""The fake node's MIG and MPS rules, run the same way against NVML so the fake cannot drift.
+
+Each case runs on the fake (always, in CI) and on NVML (marker ``gpu``). Against NVML these
+cases *change* the GPU: they create and destroy MIG instances on GPU 0 and crash a CUDA client
+of an MPS daemon, so they also need ``COTENANT_GPU_WRITE=1`` and, for MIG, a GPU 0 in MIG mode
+with no instances (they leave it so). What each case checks:
+
+* MIG read-back: the instances created are the layout read back (a non-empty one);
+* MIG creation order (NVIDIA's MIG user guide): on a 7-slice GPU, 1g, 1g, 2g created first
+  leave no room for a 3g, while 3g first leaves room for all four;
+* a start the profile does not allow is refused, a permanent error;
+* the "in use" rule: an instance with a process on it is not destroyed (a temporary error);
+* MPS fault semantics: a client's fatal fault reaches the daemon's other clients, and the
+  daemon refuses new clients until the faulted ones have exited; a process outside the
+  daemon is not touched.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cotenant.agent.backends import (
+    BackendFeature,
+    DaemonConfig,
+    FakeNode,
+    ManualClock,
+    NodeBackend,
+    ProcState,
+    open_backend,
+)
+from cotenant.errors import CotenantError, PermanentError, TemporaryError
+from cotenant.model.gpu import CATALOG
+from cotenant.model.mig import MigGeometry, MigProfile
+
+from .conftest import nvml_gpu_count
+
+BACKENDS = [
+    pytest.param("fake", id="fake"),
+    pytest.param("nvml", id="nvml", marks=pytest.mark.gpu),
+]
+
+HOLD_PY = "import time, torch; torch.ones(1, device='cuda'); time.sleep(600)"
+CRASH_PY = """
+import time, torch, triton, triton.language as tl
+@triton.jit
+def poke(p):
+    tl.store(p + (1 << 40), 1.0)  # far outside any allocation: an illegal address
+x = torch.ones(1, device="cuda")
+time.sleep(2)
+poke[(1,)](x)
+torch.cuda.synchronize()
+"""
+
+
+class Node:
+    """A backend and how to let time pass on it (the fake's clock, or real seconds)."""
+
+    def __init__(self, backend: NodeBackend, tmp: Path) -> None:
+        self.backend, self.tmp = backend, tmp
+        self.fake = isinstance(backend, FakeNode)
+
+    def wait(self, seconds: float) -> None:
+        if isinstance(self.backend, FakeNode):
+            assert isinstance(self.backend.clock, ManualClock)
+            self.backend.clock.advance(seconds)
+        else:
+            time.sleep(seconds)
+
+    def until(self, done: Callable[[], bool], seconds: float) -> bool:
+        for _ in range(int(seconds / 0.5)):
+            if done():
+                return True
+            self.wait(0.5)
+        return done()
+
+    def argv(self, fake: list[str], real: str) -> list[str]:
+        return fake if self.fake else [sys.executable, "-c", real]
+
+
+@pytest.fixture(params=BACKENDS)
+def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
+    if request.param == "nvml":
+        if nvml_gpu_count() == 0:
+            pytest.skip("no NVIDIA GPU/NVML here")
+        if os.environ.get("COTENANT_GPU_WRITE") != "1":
+            pytest.skip("changes GPU 0: set COTENANT_GPU_WRITE=1 to run")
+        backend = open_backend("nvml", state_dir=tmp_path)
+    else:
+        backend = open_backend("fake", gpus="A100-40GB:1", state_dir=tmp_path,
+                               clock=ManualClock(1000.0), fake_mig=True)
+    yield Node(backend, tmp_path)
+    for pid in backend.pids():
+        backend.send_signal(pid, 9)
+
+
+def mig_geometry(node: Node) -> MigGeometry:
+    if BackendFeature.MIG not in node.backend.features():
+        pytest.skip("GPU 0 is not in MIG mode")
+    geometry = CATALOG.get(node.backend.gpu(0).model).mig
+    assert geometry is not None
+    if node.backend.mig_layout(0).placements:
+        pytest.skip("GPU 0 has MIG instances; these cases need it empty")
+    return geometry
+
+
+def by_slices(geometry: MigGeometry, slices: int) -> MigProfile:
+    """The plain profile (no media extensions, single memory) of ``slices`` compute slices."""
+    return min((p for p in geometry.profiles if p.compute_slices == slices
+                and not p.media_extensions), key=lambda p: p.memory_slices)
+
+
+@pytest.fixture
+def clean_mig(node: Node) -> Iterator[MigGeometry]:
+    geometry = mig_geometry(node)
+    yield geometry
+    for pid in node.backend.pids():
+        node.backend.send_signal(pid, 9)
+    node.until(lambda: not node.backend.pids(), 30)
+    for placement in node.backend.mig_layout(0).placements:
+        node.backend.destroy_instance(0, placement)
+
+
+def test_mig_layout_reads_back_what_was_created(node: Node, clean_mig: MigGeometry) -> None:
+    big = by_slices(clean_mig, clean_mig.compute_slices // 2)  # 3g on A100/H100, 2g on A30
+    one = by_slices(clean_mig, 1)
+    made = [node.backend.create_instance(0, big.name, big.starts[0]),
+            node.backend.create_instance(0, one.name, one.starts[-1])]
+    layout = node.backend.mig_layout(0)
+    assert sorted(map(str, layout.placements)) == sorted(map(str, made))
+    assert len(layout.placements) == 2
+    clean_mig.check(layout.placements)
+    devices = node.backend.mig_devices(0)
+    assert sorted(str(d.placement) for d in devices) == sorted(map(str, made))
+    assert len({d.uuid for d in devices}) == 2
+
+
+def test_mig_creation_order_matters(node: Node, clean_mig: MigGeometry) -> None:
+    if clean_mig.compute_slices != 7:
+        pytest.skip("the guide's example is for 7-slice GPUs")
+    small, two, three = by_slices(clean_mig, 1), by_slices(clean_mig, 2), by_slices(clean_mig, 3)
+    for profile in (small, small, two):
+        node.backend.create_instance(0, profile.name)
+    with pytest.raises(PermanentError, match="Insufficient Resources"):
+        node.backend.create_instance(0, three.name)
+    for placement in node.backend.mig_layout(0).placements:
+        node.backend.destroy_instance(0, placement)
+    for profile in (three, small, two, small):
+        node.backend.create_instance(0, profile.name)
+    assert sorted(node.backend.mig_layout(0).compute_slices()) == [1, 1, 2, 3]
+
+
+def test_a_start_the_profile_does_not_allow_is_refused(
+    node: Node, clean_mig: MigGeometry
+) -> None:
+    two = by_slices(clean_mig, 2)
+    bad = next(s for s in range(clean_mig.compute_slices) if s not in two.starts)
+    with pytest.raises(PermanentError):
+        node.backend.create_instance(0, two.name, bad)
+    assert not node.backend.mig_layout(0).placements
+
+
+def test_an_instance_in_use_is_not_destroyed(node: Node, clean_mig: MigGeometry) -> None:
+    if not node.fake and importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    whole = by_slices(clean_mig, clean_mig.compute_slices)
+    placement = node.backend.create_instance(0, whole.name)
+    [device] = node.backend.mig_devices(0)
+    pid = node.backend.spawn(node.argv(["fake-workload"], HOLD_PY),
+                             {"CUDA_VISIBLE_DEVICES": device.uuid}, 0)
+    assert node.until(lambda: bool(node.backend.gpu(0).processes) or node.fake, 60)
+    with pytest.raises(TemporaryError, match="In use"):
+        node.backend.destroy_instance(0, placement)
+    node.backend.send_signal(pid, 9)
+    assert node.until(lambda: node.backend.poll(pid).state is not ProcState.RUNNING, 30)
+    node.wait(1.0)
+    node.backend.destroy_instance(0, placement)
+    assert not node.backend.mig_layout(0).placements
+
+
+def test_an_mps_clients_fault_reaches_its_daemons_other_clients(node: Node) -> None:
+    if not node.fake:
+        if shutil.which("nvidia-cuda-mps-control") is None:
+            pytest.skip("nvidia-cuda-mps-control is not installed")
+        if importlib.util.find_spec("triton") is None:
+            pytest.skip("torch with triton is needed to make a GPU fault")
+        if BackendFeature.MIG in node.backend.features():
+            pytest.skip("GPU 0 is in MIG mode")
+    pipe, log = node.tmp / "pipe", node.tmp / "log"
+    pipe.mkdir()
+    log.mkdir()
+    config = DaemonConfig(0, pipe, log)
+    node.backend.start_daemon(config)
+    try:
+        env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(log)}
+        online = node.backend.spawn(node.argv(["fake-workload"], HOLD_PY), env, 0)
+        outsider = node.backend.spawn(node.argv(["fake-workload"], HOLD_PY), {}, 0)
+        bad = node.backend.spawn(node.argv(["fake-workload", "--crash-at-s", "2"], CRASH_PY),
+                                 env, 0)
+        assert node.until(lambda: node.backend.poll(bad).state is ProcState.EXITED, 120)
+        assert node.backend.poll(bad).returncode != 0
+        with pytest.raises(CotenantError):  # refused while a faulted client is still there
+            node.backend.spawn(node.argv(["fake-workload"], HOLD_PY), env, 0)
+        assert node.until(lambda: node.backend.poll(online).state is ProcState.EXITED, 120)
+        assert node.backend.poll(online).returncode != 0
+        assert node.backend.poll(outsider).state is ProcState.RUNNING
+        accepted = node.backend.spawn(node.argv(["fake-workload"], HOLD_PY), env, 0)
+        node.wait(1.0)
+        assert node.backend.poll(accepted).state is ProcState.RUNNING
+    finally:
+        for pid in node.backend.pids():
+            node.backend.send_signal(pid, 9)
+        node.backend.stop_daemon(config)
