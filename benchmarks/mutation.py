@@ -44,7 +44,12 @@ class Part:
 
 
 PARTS = (
-    Part("model", ("src/cotenant/model/*",), ("tests/unit/model", "tests/unit/policies")),
+    Part("model", ("src/cotenant/model/*",),
+         ("tests/unit/model", "tests/unit/policies/test_placement.py",
+          "tests/unit/policies/test_placement_values.py", "tests/unit/policies/test_partition.py",
+          "tests/unit/policies/test_partition_edges.py", "tests/unit/cli/test_plan.py",
+          "tests/unit/sim/test_fragmentation.py", "tests/unit/sim/test_mig_training.py",
+          "tests/unit/traces/test_openb.py")),
     Part("policies-placement", ("src/cotenant/policies/placement/*",),
          ("tests/unit/policies/test_placement.py", "tests/unit/policies/test_placement_values.py",
           "tests/unit/policies/test_pack.py", "tests/unit/policies/test_prices.py",
