@@ -1,10 +1,10 @@
 """Mutation testing of the core with mutmut, in parts that each run in minutes on two cores.
 
 Each part mutates a few modules and runs only the tests that exercise them: a scratch copy of
-``src/``, ``tests/`` and ``pyproject.toml`` is made under ``.mutation/<part>/`` with the part's
-``[tool.mutmut]`` settings appended, so the working tree and its configuration stay untouched
-and parts can be rerun one at a time. mutmut runs each test that covers a mutated function
-against each of its mutants; a mutant no test fails on *survived*.
+``src/``, ``tests/``, ``examples/`` and ``pyproject.toml`` is made under ``.mutation/<part>/``
+with the part's ``[tool.mutmut]`` settings appended, so the working tree and its configuration
+stay untouched and parts can be rerun one at a time. mutmut runs each test that covers a
+mutated function against each of its mutants; a mutant no test fails on *survived*.
 
 The score is killed / (killed + survived + no tests), after leaving out the mutants listed in
 ``NOT_COUNTED`` with their reason (equivalent mutants, and functions that run only while the
@@ -87,7 +87,7 @@ def prepare(part: Part) -> Path:
     if where.exists():
         shutil.rmtree(where)
     where.mkdir(parents=True)
-    for name in ("src", "tests"):
+    for name in ("src", "tests", "examples"):
         shutil.copytree(ROOT / name, where / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     settings = {

@@ -10,9 +10,10 @@ with no instances (they leave it so). What each case checks:
   leave no room for a 3g, while 3g first leaves room for all four;
 * a start the profile does not allow is refused, a permanent error;
 * the "in use" rule: an instance with a process on it is not destroyed (a temporary error);
-* MPS fault semantics: a client's fatal fault reaches the daemon's other clients, and the
-  daemon refuses new clients until the faulted ones have exited; a process outside the
-  daemon is not touched.
+* MPS fault semantics: a client's fatal fault reaches the daemon's other clients, a process
+  outside the daemon is not touched, and once the faulted clients have exited the daemon
+  takes new ones. (The fake also refuses a new client at spawn while faulted ones remain;
+  real MPS holds it inside CUDA, which this suite does not observe.)
 """
 
 from __future__ import annotations
@@ -47,7 +48,20 @@ BACKENDS = [
     pytest.param("nvml", id="nvml", marks=pytest.mark.gpu),
 ]
 
-HOLD_PY = "import time, torch; torch.ones(1, device='cuda'); time.sleep(600)"
+HOLD_PY = """
+import sys, time, torch
+torch.ones(1, device="cuda")
+open(sys.argv[1], "w").close()  # the CUDA context is up
+time.sleep(600)
+"""
+LOOP_PY = """
+import time, torch
+x = torch.ones(1, device="cuda")
+while True:  # a client notices a fault at its next CUDA call
+    x.add_(1)
+    torch.cuda.synchronize()
+    time.sleep(0.1)
+"""
 CRASH_PY = """
 import time, torch, triton, triton.language as tl
 @triton.jit
@@ -81,8 +95,8 @@ class Node:
             self.wait(0.5)
         return done()
 
-    def argv(self, fake: list[str], real: str) -> list[str]:
-        return fake if self.fake else [sys.executable, "-c", real]
+    def argv(self, fake: list[str], real: str, *args: str) -> list[str]:
+        return fake if self.fake else [sys.executable, "-c", real, *args]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -173,9 +187,10 @@ def test_an_instance_in_use_is_not_destroyed(node: Node, clean_mig: MigGeometry)
     whole = by_slices(clean_mig, clean_mig.compute_slices)
     placement = node.backend.create_instance(0, whole.name)
     [device] = node.backend.mig_devices(0)
-    pid = node.backend.spawn(node.argv(["fake-workload"], HOLD_PY),
+    ready = node.tmp / "ready"
+    pid = node.backend.spawn(node.argv(["fake-workload"], HOLD_PY, str(ready)),
                              {"CUDA_VISIBLE_DEVICES": device.uuid}, 0)
-    assert node.until(lambda: bool(node.backend.gpu(0).processes) or node.fake, 60)
+    assert node.until(lambda: node.fake or ready.exists(), 120)
     with pytest.raises(TemporaryError, match="In use"):
         node.backend.destroy_instance(0, placement)
     node.backend.send_signal(pid, 9)
@@ -200,18 +215,19 @@ def test_an_mps_clients_fault_reaches_its_daemons_other_clients(node: Node) -> N
     node.backend.start_daemon(config)
     try:
         env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(log)}
-        online = node.backend.spawn(node.argv(["fake-workload"], HOLD_PY), env, 0)
-        outsider = node.backend.spawn(node.argv(["fake-workload"], HOLD_PY), {}, 0)
+        online = node.backend.spawn(node.argv(["fake-workload"], LOOP_PY), env, 0)
+        outsider = node.backend.spawn(node.argv(["fake-workload"], LOOP_PY), {}, 0)
         bad = node.backend.spawn(node.argv(["fake-workload", "--crash-at-s", "2"], CRASH_PY),
                                  env, 0)
         assert node.until(lambda: node.backend.poll(bad).state is ProcState.EXITED, 120)
         assert node.backend.poll(bad).returncode != 0
-        with pytest.raises(CotenantError):  # refused while a faulted client is still there
-            node.backend.spawn(node.argv(["fake-workload"], HOLD_PY), env, 0)
+        if node.fake:  # the fake refuses at spawn; real MPS holds a new client inside CUDA
+            with pytest.raises(CotenantError, match="refuses new clients"):
+                node.backend.spawn(node.argv(["fake-workload"], LOOP_PY), env, 0)
         assert node.until(lambda: node.backend.poll(online).state is ProcState.EXITED, 120)
         assert node.backend.poll(online).returncode != 0
         assert node.backend.poll(outsider).state is ProcState.RUNNING
-        accepted = node.backend.spawn(node.argv(["fake-workload"], HOLD_PY), env, 0)
+        accepted = node.backend.spawn(node.argv(["fake-workload"], LOOP_PY), env, 0)
         node.wait(1.0)
         assert node.backend.poll(accepted).state is ProcState.RUNNING
     finally:
