@@ -95,6 +95,7 @@ def prepare(part: Part) -> Path:
         "only_mutate": list(part.mutate),
         "pytest_add_cli_args_test_selection": list(part.tests),
         "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q"],
+        "also_copy": ["tests/", "examples/"],
     }
     lines = [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
     text = (ROOT / "pyproject.toml").read_text()

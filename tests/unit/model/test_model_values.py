@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from cotenant.errors import CotenantError, InputError, InvalidLayoutError
-from cotenant.model.cluster import Allocation, AllocationError, Cluster, ClusterState
+from cotenant.model.cluster import (
+    Allocation,
+    AllocationError,
+    Cluster,
+    ClusterState,
+    never_fits,
+)
 from cotenant.model.deployment import GpuPlan, unknown_keys
 from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigLayout, MigProfile
@@ -123,3 +129,59 @@ def test_the_catalogue_lookups() -> None:
     assert str(info.value) == f"spec.gpu: T4 has no MIG; use one of {names}"
     with pytest.raises(CotenantError, match="unknown GPU model 'Z9'"):
         CATALOG.get("Z9")
+
+
+def two_kinds() -> ClusterState:
+    return ClusterState(Cluster([Node("t", 8000, 16_000, 2, CATALOG.get("T4")),
+                                 Node("p", 32_000, 8000, 4, CATALOG.get("P100")),
+                                 Node("c", 64_000, 128_000, 0, None)]))
+
+
+@pytest.mark.parametrize(
+    ("shape", "why"),
+    [
+        (PodShape(0, 0, 1, 500, ("V100-16GB",)), "asks for V100-16GB; the cluster has P100, T4"),
+        (PodShape(0, 0, 8, 1000), "asks for 8 GPUs; a node it may use has at most 4"),
+        (PodShape(0, 0, 4, 1000, ("T4",)), "asks for 4 GPUs; a node it may use has at most 2"),
+        (PodShape(40_000, 0, 1, 1000), "asks for 40000 milli-CPU; a node it may use has at "
+                                       "most 32000"),
+        (PodShape(70_000, 0, 0, 0), "asks for 70000 milli-CPU; a node it may use has at most "
+                                    "64000"),
+        (PodShape(0, 100_000, 1, 100), "asks for 100000 MiB of memory; a node it may use has "
+                                       "at most 16000"),
+        (PodShape(32_000, 8000, 4, 1000, ("T4",)),
+         "asks for 4 GPUs; a node it may use has at most 2"),
+        (PodShape(9000, 0, 2, 1000, ("T4",)), "asks for 9000 milli-CPU; a node it may use has "
+                                              "at most 8000"),
+        (PodShape(9000, 17_000, 1, 100, ("T4",)), "asks for 9000 milli-CPU; a node it may use "
+                                                  "has at most 8000"),
+        (PodShape(9000, 10_000, 1, 100), "no single node has its GPUs, CPU and memory together"),
+    ],
+)
+def test_why_a_pod_can_never_fit(shape: PodShape, why: str) -> None:
+    empty = two_kinds()
+    assert never_fits(empty, shape) == why
+    assert never_fits(empty, PodShape(8000, 16_000, 2, 1000, ("T4",))) is None
+    assert never_fits(empty, PodShape(64_000, 128_000, 0, 0)) is None
+
+
+def test_a_copied_state_is_independent() -> None:
+    state = two_kinds()
+    state.allocate(PodShape(1000, 1000, 1, 300), 1, (2,))
+    copy = state.copy()
+    for name in ("cpu_free", "mem_free", "gpu_free", "version", "kind_count"):
+        assert np.array_equal(getattr(copy, name), getattr(state, name)), name
+    copy.allocate(PodShape(1000, 1000, 1, 300), 1, (2,))
+    assert int(state.gpu_free[1, 2]) == 700
+    assert (int(state.cpu_free[1]), int(state.mem_free[1])) == (31_000, 7000)
+    assert int(state.kind_count[1].sum()) == 1
+    assert int(copy.version[1]) == int(state.version[1]) + 1
+    assert copy.cluster is state.cluster
+
+
+def test_spec_masks() -> None:
+    cluster = two_kinds().cluster
+    assert cluster.spec_mask(()).tolist() == [True, True, True]
+    assert cluster.spec_mask(("P100",)).tolist() == [False, True, False]
+    assert cluster.spec_mask(("T4", "P100")).tolist() == [True, True, False]
+    assert cluster.spec_mask(("A10",)).tolist() == [False, False, False]
