@@ -6,6 +6,7 @@ import pytest
 
 from cotenant.errors import InputError
 from cotenant.model.documents import loads_json, loads_yaml
+from cotenant.model.serving import parse_spec
 
 
 def test_json_refuses_a_repeated_key_at_any_depth() -> None:
@@ -52,3 +53,48 @@ def test_yaml_errors_name_the_line() -> None:
     assert info.value.where.startswith("s.yaml:")
     assert "not valid YAML" in info.value.rule
     assert loads_yaml("\ufeffa: 1\n", "s.yaml") == {"a": 1}
+
+
+def test_json_refusals_are_exact() -> None:
+    with pytest.raises(InputError) as info:
+        loads_json('{"a": 1, "a": 2}', "d.json")
+    assert (str(info.value), info.value.hint) == ("d.json: key 'a' appears twice in one object",
+                                                  "keep one")
+    with pytest.raises(InputError) as info:
+        loads_json("1" * 5000, "d.json")
+    assert str(info.value) == "d.json: not valid JSON: a number with too many digits"
+    with pytest.raises(InputError) as info:
+        loads_json("[" * 100_000 + "]" * 100_000, "d.json")
+    assert str(info.value) == "d.json: not valid JSON: nested too deeply"
+
+
+def spec_with(**service: object) -> dict[str, object]:
+    one = {"name": "s", "model": "m", "rate": 10, "sloMs": 50, **service}
+    return {"apiVersion": "cotenant/v1alpha1", "kind": "ServingPlan", "gpu": "A100-40GB",
+            "services": [one]}
+
+
+@pytest.mark.parametrize(
+    ("service", "message"),
+    [
+        ({"rate": -1}, "p.services[0].rate: -1 must be >= 0"),
+        ({"rate": -0.5}, "p.services[0].rate: -0.5 must be >= 0"),
+        ({"sloMs": 0}, "p.services[0].sloMs: 0 must be > 0"),
+        ({"sloMs": -2}, "p.services[0].sloMs: -2 must be > 0"),
+        ({"rate": 10**400}, "p.services[0].rate: is too large a number"),
+        ({"rate": float("inf")}, "p.services[0].rate: inf must be a finite number"),
+        ({"rate": True}, "p.services[0].rate: True is not a number"),
+        ({"sloMs": "50"}, "p.services[0].sloMs: '50' is not a number"),
+    ],
+)
+def test_service_numbers_are_checked(service: dict[str, object], message: str) -> None:
+    with pytest.raises(InputError) as info:
+        parse_spec(spec_with(**service), "p")
+    assert str(info.value) == message
+
+
+def test_service_numbers_at_their_bounds_are_taken() -> None:
+    [svc] = parse_spec(spec_with(rate=0, sloMs=0.5), "p").services
+    assert (svc.rate, svc.slo_ms) == (0.0, 0.5)
+    [svc] = parse_spec(spec_with(rate=0.25, sloMs=1), "p").services
+    assert (svc.rate, svc.slo_ms) == (0.25, 1.0)
