@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cotenant.report.colocation import colocation_rows, frontier_rows, pareto_rows
+from cotenant.report.colocation import budget_rows, colocation_rows, frontier_rows, pareto_rows
 from cotenant.report.tables import replay_rows, summary_rows
 from cotenant.sim.bound import BoundSummary
 from cotenant.sim.colocation.frontier import FrontierPoint
@@ -85,3 +85,20 @@ def test_each_replay_column_shows_its_own_figure() -> None:
         "alloc. % mean": "55.125", "alloc. % peak": "77.500", "frag. % mean": "6.250",
         "running pods peak": "432",
     }
+
+
+def test_each_budget_cell_shows_its_policys_figures() -> None:
+    verdict = [
+        {"budget_added_pct": 0.5, "winner": "mps",
+         "best": {"mps": {"offline_throughput": 0.4375, "added_violation_pct": 0.125,
+                          "setting": "cap 40%"},
+                  "tally": {"offline_throughput": 0.3125, "added_violation_pct": 0.25,
+                            "setting": "p99 x1.5"}}},
+        {"budget_added_pct": 0.1, "winner": None, "best": {"mps": None, "tally": None}},
+    ]
+    headers, body = budget_rows(verdict)
+    assert headers == ["added late requests at most", "most offline work", "mps", "tally"]
+    assert body == [
+        ["+0.5 points", "mps", "0.4375 (+0.125, cap 40%)", "0.3125 (+0.250, p99 x1.5)"],
+        ["+0.1 points", "none", "none", "none"],
+    ]
