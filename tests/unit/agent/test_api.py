@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -299,3 +300,40 @@ def test_only_the_bearer_scheme_carries_the_token(
     reply = _raw(client, b"GET /v1/gpus HTTP/1.1\r\nHost: x\r\nAuthorization: "
                  + authorization + b"\r\n\r\n")
     assert reply.split(b" ")[1] == status
+
+
+@pytest.mark.parametrize(
+    ("request_head", "status", "message"),
+    [
+        (b"POST /v1/workloads HTTP/1.1\r\nTransfer-Encoding: chunked\r\n", b"400",
+         "request: a chunked body is not read; send Content-Length"),
+        (b"POST /v1/workloads HTTP/1.1\r\n", b"400",
+         "request: needs one Content-Length, a number of bytes"),
+        (b"POST /v1/workloads HTTP/1.1\r\nContent-Length: 0\r\n", b"400",
+         "request body: must be 1-65536 bytes of JSON"),
+        (b"PUT /v1/workloads HTTP/1.1\r\n", b"405", "PUT is not a method of /v1/workloads"),
+        (b"POST /v1/workloads/web/other HTTP/1.1\r\n", b"405",
+         "POST is not a method of /v1/workloads/web/other"),
+        (b"POST /v1/workloads/a/b/p99 HTTP/1.1\r\n", b"405",
+         "POST is not a method of /v1/workloads/a/b/p99"),
+        (b"POST /v1/workloads/nobody/p99 HTTP/1.1\r\n", b"404", "no workload 'nobody'"),
+        (b"GET /" + b"x" * 70_000 + b" HTTP/1.1\r\n", b"414", "Request-URI Too Long"),
+    ],
+)
+def test_request_refusals_are_exact(
+    client: Client, request_head: bytes, status: bytes, message: str
+) -> None:
+    auth = b"Authorization: Bearer " + TOKEN.encode() + b"\r\n"
+    reply = _raw(client, request_head + auth + b"\r\n")
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == status
+    assert json.loads(body) == {"error": message}
+
+
+def test_after_an_error_of_its_own_the_server_closes_the_connection(client: Client) -> None:
+    """A malformed request leaves the connection in an unknown state: the server answers and
+    closes it at once instead of waiting for another request on it."""
+    started = time.monotonic()
+    reply = _raw(client, b"FROB / HTTP/1.1\r\nHost: x\r\n\r\n", close_write=False)
+    assert reply.split(b" ")[1] == b"501"
+    assert time.monotonic() - started < 5.0
