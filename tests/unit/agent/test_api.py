@@ -337,3 +337,26 @@ def test_after_an_error_of_its_own_the_server_closes_the_connection(client: Clie
     reply = _raw(client, b"FROB / HTTP/1.1\r\nHost: x\r\n\r\n", close_write=False)
     assert reply.split(b" ")[1] == b"501"
     assert time.monotonic() - started < 5.0
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"1", "workload: must be a JSON object"),  # one byte is a body; the spec is wrong
+        (b"{}" + b" " * (65536 - 2), "workload.name: is required"),  # the limit: read
+        (b"{}" + b" " * (65537 - 2), "request body: must be 1-65536 bytes of JSON"),
+        (b"{not json", "request body:1: not valid JSON: Expecting property name enclosed in "
+                       "double quotes"),
+    ],
+)
+def test_bodies_at_the_size_limits(client: Client, body: bytes, message: str) -> None:
+    code, payload = client.call("POST", "/v1/workloads", raw=body)
+    assert code == 400
+    assert json.loads(payload)["error"].startswith(message)
+
+
+def test_a_short_body_names_what_arrived(client: Client) -> None:
+    reply = _raw(client, b"POST /v1/workloads HTTP/1.1\r\nAuthorization: Bearer "
+                 + TOKEN.encode() + b"\r\nContent-Length: 50\r\n\r\n" + b'{"a": 1}')
+    _, _, body = reply.partition(b"\r\n\r\n")
+    assert json.loads(body) == {"error": "request body: 8 of the 50 bytes announced"}
