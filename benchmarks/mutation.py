@@ -14,7 +14,8 @@ package is imported: mutmut switches a mutant on after import, so it cannot test
     nice -n 10 .venv/bin/python benchmarks/mutation.py [PART ...] [--jobs 2] [--list]
 
 Without a part name every part runs, the pure core first. Results go to
-``.mutation/<part>/summary.json``; ``--report`` prints the table of every part run so far.
+``.mutation/<part>/summary.json``; ``--report`` prints the table of every part run so far;
+``--recheck PART`` tests the part's survivors again after tests were added.
 """
 
 from __future__ import annotations
@@ -167,6 +168,27 @@ def run_part(part: Part, jobs: int) -> dict[str, object]:
     return summary
 
 
+def recheck_part(part: Part, jobs: int) -> dict[str, object]:
+    """Test the survivors of an earlier run of ``part`` again against the current tests (the
+    tests are copied in afresh and mutmut collects which tests reach what once more); the
+    summary then counts every mutant with its latest status."""
+    where = WORK / part.name
+    before = json.loads((where / "summary.json").read_text())
+    for target in (where / "tests", where / "mutants" / "tests"):
+        shutil.rmtree(target)
+        shutil.copytree(ROOT / "tests", target, ignore=shutil.ignore_patterns("__pycache__"))
+    (where / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
+    start = time.perf_counter()
+    run = mutmut(where, "run", "--max-children", str(jobs), *before["survivors"])
+    if run.returncode != 0:
+        tail = (run.stderr or run.stdout).strip().splitlines()[-5:]
+        sys.exit(f"mutmut failed on part {part.name}:\n" + "\n".join(tail))
+    summary = summarise(part, statuses(where), before["seconds"] + time.perf_counter() - start)
+    summary["rechecked"] = len(before["survivors"])
+    (where / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
 def report() -> None:
     print(f"{'part':<22}{'mutants':>8}{'not counted':>12}{'killed':>8}{'survived':>9}"
           f"{'no tests':>9}{'score %':>9}{'s':>7}")
@@ -188,6 +210,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once")
     parser.add_argument("--list", action="store_true", help="list the parts and exit")
     parser.add_argument("--report", action="store_true", help="print the table and exit")
+    parser.add_argument("--recheck", action="store_true",
+                        help="test only the survivors of the last run again, with the current "
+                             "tests")
     args = parser.parse_args()
     names = {p.name: p for p in PARTS}
     if args.list:
@@ -201,7 +226,7 @@ def main() -> None:
     if unknown:
         sys.exit(f"unknown part(s) {', '.join(unknown)}; valid: {', '.join(names)}")
     for part in [names[n] for n in args.parts] or list(PARTS):
-        s = run_part(part, args.jobs)
+        s = recheck_part(part, args.jobs) if args.recheck else run_part(part, args.jobs)
         print(f"{part.name}: score {s['score_percent']}% of {s['mutants']} mutants "
               f"({s['not_counted']} not counted) in {s['seconds']} s", flush=True)
     report()

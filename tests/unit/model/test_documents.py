@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cotenant.errors import InputError
-from cotenant.model.documents import loads_json, loads_yaml
+from cotenant.model.documents import csv_records, loads_json, loads_yaml
 from cotenant.model.serving import parse_spec
 
 
@@ -98,3 +98,67 @@ def test_service_numbers_at_their_bounds_are_taken() -> None:
     assert (svc.rate, svc.slo_ms) == (0.0, 0.5)
     [svc] = parse_spec(spec_with(rate=0.25, sloMs=1), "p").services
     assert (svc.rate, svc.slo_ms) == (0.25, 1.0)
+
+
+def test_yaml_refusals_are_exact() -> None:
+    with pytest.raises(InputError) as info:
+        loads_yaml("a: 1\nb:\n  c: 2\n  c: 3\n", "d.yaml")
+    assert (str(info.value), info.value.hint) == (
+        "d.yaml:4: key 'c' appears twice in one mapping", "keep one")
+    with pytest.raises(InputError) as info:
+        loads_yaml("a: [1\nb: 2\n", "d.yaml")
+    assert str(info.value).startswith("d.yaml:2: not valid YAML: ")
+    with pytest.raises(InputError) as info:
+        loads_yaml("[" * 20_000 + "]" * 20_000, "d.yaml")
+    assert str(info.value) == "d.yaml: not valid YAML: nested too deeply"
+    assert loads_yaml("\ufeffa: [1, {b: 2}]\n", "d.yaml") == {"a": [1, {"b": 2}]}
+
+
+def test_yaml_an_unhashable_key_is_yamls_own_error() -> None:
+    with pytest.raises(InputError, match=r"^d\.yaml:1: not valid YAML"):
+        loads_yaml("? [1]\n: 2\n", "d.yaml")
+
+
+def test_csv_rows_carry_their_line_and_malformed_ones_are_named() -> None:
+    text = ["a, b\n", "\n", " 1 ,2\n", "  \n", '"3",4\n']
+    assert list(csv_records(text, "f.csv")) == [(1, ["a", "b"]), (3, ["1", "2"]),
+                                                (5, ["3", "4"])]
+    with pytest.raises(InputError, match=r'^f\.csv:1: malformed CSV header: '):
+        list(csv_records(['"a\n'], "f.csv"))
+    with pytest.raises(InputError, match=r"^f\.csv:2: malformed CSV row: "):
+        list(csv_records(["a,b\n", '1,"2\n'], "f.csv"))
+
+
+def base_spec(**top: object) -> dict[str, object]:
+    return {"apiVersion": "cotenant/v1alpha1", "kind": "ServingPlan", "gpu": "A100-40GB",
+            "services": [{"name": "s", "model": "m", "rate": 10, "sloMs": 50}], **top}
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ([], "p: the document must be a mapping with apiVersion, kind, ..."),
+        (base_spec(kind="Deployment"), "p.kind: must be 'ServingPlan'"),
+        (base_spec(apiVersion="v2"), "p.apiVersion: must be 'cotenant/v1alpha1'"),
+        (base_spec(gpu=None), "p.gpu: missing; e.g. gpu: A100-40GB"),
+        (base_spec(gpu="Z9"), "p.gpu: unknown GPU model 'Z9'"),
+        (base_spec(services=[]), "p.services: must be a non-empty list of services"),
+        (base_spec(services=["s"]), "p.services[0]: each service must be a mapping"),
+        (base_spec(services=[{"name": "s", "model": "m", "rate": 1}]),
+         "p.services[0].sloMs: missing"),
+        (base_spec(services=[{"name": "", "model": "m", "rate": 1, "sloMs": 5}]),
+         "p.services[0].name: must be a non-empty string"),
+        (base_spec(services=[{"name": 3, "model": "m", "rate": 1, "sloMs": 5}]),
+         "p.services[0].name: must be a non-empty string"),
+        (base_spec(services=[{"name": "s", "model": "", "rate": 1, "sloMs": 5}]),
+         "p.services[0].model: must be a non-empty string"),
+        (base_spec(services=[{"name": "s", "model": 3, "rate": 1, "sloMs": 5}]),
+         "p.services[0].model: must be a non-empty string"),
+        (base_spec(services=[{"name": "s", "model": "m", "rate": 1, "sloMs": 5}] * 2),
+         "p.services[1].name: service 's' appears twice"),
+    ],
+)
+def test_a_malformed_serving_plan_is_one_exact_message(document: object, message: str) -> None:
+    with pytest.raises(InputError) as info:
+        parse_spec(document, "p")
+    assert str(info.value).startswith(message)
