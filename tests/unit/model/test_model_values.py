@@ -185,3 +185,21 @@ def test_spec_masks() -> None:
     assert cluster.spec_mask(("P100",)).tolist() == [False, True, False]
     assert cluster.spec_mask(("T4", "P100")).tolist() == [True, True, False]
     assert cluster.spec_mask(("A10",)).tolist() == [False, False, False]
+
+
+def test_whole_gpu_and_cpu_only_pods_take_what_their_demand_says() -> None:
+    """A pod of k > 1 GPUs takes whole GPUs (``gpu_milli_total`` = 1000 k) whatever its
+    per-GPU milli reads; a CPU-only pod takes no GPU milli."""
+    state = one_node()
+    shape = PodShape(0, 0, 2, 500)
+    assert shape.gpu_milli_total == 2000
+    assert state.allocate(shape, 0, (0, 1)) == Allocation(0, (0, 1), 1000)
+    assert state.gpu_free[0].tolist() == [0, 0]
+    assert state.allocate(PodShape(100, 0, 0, 0), 0, ()) == Allocation(0, (), 0)
+
+
+def test_the_bookkeeping_arrays_are_integers_of_the_right_shape() -> None:
+    state = two_kinds()
+    assert state.version.dtype == np.int64
+    assert state.kind_count.dtype == np.int64
+    assert state.kind_count.shape == (3, 4 + 1)  # per node, per pod kind (0..max GPUs)
