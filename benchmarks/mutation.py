@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import shutil
 import subprocess
@@ -51,10 +52,13 @@ PARTS = (
           "tests/unit/policies/test_partition_edges.py", "tests/unit/cli/test_plan.py",
           "tests/unit/sim/test_fragmentation.py", "tests/unit/sim/test_mig_training.py",
           "tests/unit/traces/test_openb.py")),
-    Part("policies-placement", ("src/cotenant/policies/placement/*",),
+    Part("policies-placement", tuple(f"src/cotenant/policies/placement/{name}.py" for name in (
+        "base", "fit", "fgd", "frag", "packing", "pack", "prices", "random_", "arcflow")),
          ("tests/unit/policies/test_placement.py", "tests/unit/policies/test_placement_values.py",
           "tests/unit/policies/test_pack.py", "tests/unit/policies/test_prices.py",
           "tests/unit/policies/test_optimum.py", "tests/unit/sim/test_fragmentation.py")),
+    Part("policies-placement-optimum", ("src/cotenant/policies/placement/optimum/*",),
+         ("tests/unit/policies/test_optimum.py", "tests/unit/sim/test_bound.py")),
     Part("policies-partition", ("src/cotenant/policies/partition/*",),
          ("tests/unit/policies/test_partition.py", "tests/unit/policies/test_partition_edges.py",
           "tests/unit/policies/test_reconfig.py")),
@@ -210,6 +214,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once")
     parser.add_argument("--list", action="store_true", help="list the parts and exit")
     parser.add_argument("--report", action="store_true", help="print the table and exit")
+    parser.add_argument("--collect", action="store_true",
+                        help="write the summary of a part's finished run (a run stopped "
+                             "before its summary was written)")
     parser.add_argument("--recheck", action="store_true",
                         help="test only the survivors of the last run again, with the current "
                              "tests")
@@ -226,7 +233,11 @@ def main() -> None:
     if unknown:
         sys.exit(f"unknown part(s) {', '.join(unknown)}; valid: {', '.join(names)}")
     for part in [names[n] for n in args.parts] or list(PARTS):
-        s = recheck_part(part, args.jobs) if args.recheck else run_part(part, args.jobs)
+        if args.collect:
+            s = summarise(part, statuses(WORK / part.name), math.nan)
+            (WORK / part.name / "summary.json").write_text(json.dumps(s, indent=1) + "\n")
+        else:
+            s = recheck_part(part, args.jobs) if args.recheck else run_part(part, args.jobs)
         print(f"{part.name}: score {s['score_percent']}% of {s['mutants']} mutants "
               f"({s['not_counted']} not counted) in {s['seconds']} s", flush=True)
     report()
