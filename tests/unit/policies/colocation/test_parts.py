@@ -10,6 +10,7 @@ import pytest
 from cotenant.errors import InputError, UnknownNameError
 from cotenant.policies.colocation import (
     COLOCATION,
+    Actions,
     Admission,
     Fault,
     GuardSettings,
@@ -107,3 +108,75 @@ def test_cotenant_priority_takes_its_guard_threshold() -> None:
     assert pol.guard is not None
     assert pol.guard.threshold == 0.5
     assert pol.guard.adaptive
+
+
+REC = Recovery(backoff_base_s=1.0, backoff_factor=2.0, backoff_cap_s=30.0, max_restarts=3,
+               quarantine_s=600.0)
+R, S, D, G = Next.RESTART, Next.STOP, Next.DONE, Next.GIVE_UP
+
+
+@pytest.mark.parametrize(
+    ("rec", "fault", "online", "failures", "expected"),
+    [
+        (REC, Fault.NONE, False, 2, (D, 0.0, False, False, 0.0)),
+        (REC, Fault.NOT_ITS_OWN, True, 5, (R, 0.0, False, True, 0.0)),
+        (REC, Fault.NOT_ITS_OWN, False, 5, (R, 0.0, False, True, 0.0)),
+        (Recovery(graceful_signals=True), Fault.SIGNAL, False, 0, (S, 0.0, False, False, 0.0)),
+        (Recovery(graceful_signals=True), Fault.SIGNAL, True, 0, (R, 0.0, True, False, 0.0)),
+        (REC, Fault.SIGNAL, False, 0, (R, 1.0, True, True, 0.0)),
+        (REC, Fault.XID, False, 1, (R, 600.0, True, True, 600.0)),
+        (REC, Fault.XID, True, 0, (R, 0.0, True, False, 0.0)),  # online: no quarantine
+        (REC, Fault.CRASH, True, 0, (R, 0.0, True, False, 0.0)),  # first: at once
+        (REC, Fault.CRASH, True, 1, (R, 1.0, True, False, 0.0)),
+        (REC, Fault.CRASH, True, 3, (R, 4.0, True, False, 0.0)),
+        (REC, Fault.CRASH, True, 100, (R, 30.0, True, False, 0.0)),  # capped, never given up
+        (REC, Fault.CRASH, False, 0, (R, 1.0, True, True, 0.0)),
+        (REC, Fault.CRASH, False, 2, (R, 4.0, True, True, 0.0)),  # the third: still restarted
+        (REC, Fault.CRASH, False, 3, (G, 0.0, True, True, 0.0)),  # the fourth: given up
+    ],
+)
+def test_every_response_of_the_rule_book(
+    rec: Recovery, fault: Fault, online: bool, failures: int,
+    expected: tuple[Next, float, bool, bool, float],
+) -> None:
+    got = rec.respond(fault, online, failures)
+    assert (got.next, got.delay_s, got.counts, got.loses_progress, got.quarantine_s) == expected
+
+
+def test_backoff_exponent_stops_at_60() -> None:
+    """Past 60 doublings the exponent stops growing (no overflow), for offline and online
+    restarts alike: visible only with a cap beyond 2^60 times the base."""
+    rec = Recovery(backoff_base_s=1.0, backoff_cap_s=1e30)
+    assert rec.delay_s(np.array([61, 62, 500])).tolist() == [2.0**60] * 3
+    assert rec.delay_s(np.array([60])).tolist() == [2.0**59]
+    assert rec.respond(Fault.CRASH, True, 500).delay_s == 2.0**59  # restart 501: delay_s(60)
+    no_backoff = Recovery().delay_s(np.array([1, 5]))
+    assert no_backoff.dtype == np.float64
+    assert Recovery(backoff_base_s=2.0).delay_s(3).dtype == np.float64
+
+
+def test_report_windows_at_their_bounds() -> None:
+    g = GuardSettings(scrape_s=0.25, min_requests=1, max_window_s=2.0)
+    # 0.5 req/s: one request takes 2 s, exactly the longest window: kept
+    got = report_window_s(g, [0.5, 4, 0.4])  # a list of plain numbers is accepted
+    assert got.dtype == np.float64
+    assert got[:2].tolist() == [2.0, 0.25]
+    assert math.isinf(got[2])  # 2.5 s: past the longest window
+
+
+def test_actions_name_the_gpus_whose_share_changes() -> None:
+    n = 3
+    actions = Actions(np.array([30, 50, 70]), np.zeros(n, bool), np.zeros(n), np.zeros(n, bool),
+                      np.zeros(n), np.zeros(n, np.int64))
+    changed = actions.changed(np.array([30, 40, 70]))
+    assert changed.dtype == np.bool_
+    assert changed.tolist() == [False, True, False]
+
+
+def test_a_policy_copy_with_changes() -> None:
+    base = COLOCATION.create("mps-fixed", share=70)
+    other = base.with_(gain_threshold_pct=25)
+    assert other.gain_threshold_pct == 25
+    assert base.gain_threshold_pct != 25
+    assert other.name == base.name
+    assert other.mechanism is base.mechanism
