@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -114,17 +115,22 @@ def prepare(part: Part) -> Path:
     for name in ("src", "tests", "examples"):
         shutil.copytree(ROOT / name, where / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    write_settings(where, part, part.tests)
+    return where
+
+
+def write_settings(where: Path, part: Part, tests: Sequence[str]) -> None:
+    """The project's pyproject.toml with the part's mutmut settings, selecting ``tests``."""
     settings = {
         "source_paths": ["src/"],
         "only_mutate": list(part.mutate),
-        "pytest_add_cli_args_test_selection": list(part.tests),
+        "pytest_add_cli_args_test_selection": list(tests),
         "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q"],
         "also_copy": ["tests/", "examples/"],
     }
     lines = [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
     text = (ROOT / "pyproject.toml").read_text()
     (where / "pyproject.toml").write_text(text + "\n[tool.mutmut]\n" + "\n".join(lines) + "\n")
-    return where
 
 
 def mutmut(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -182,15 +188,17 @@ def run_part(part: Part, jobs: int) -> dict[str, object]:
     return summary
 
 
-def recheck_part(part: Part, jobs: int) -> dict[str, object]:
+def recheck_part(part: Part, jobs: int, tests: Sequence[str]) -> dict[str, object]:
     """Test the survivors of an earlier run of ``part`` again against the current tests (the
-    tests are copied in afresh and mutmut collects which tests reach what once more); the
+    tests are copied in afresh and mutmut collects which tests reach what once more), or only
+    against ``tests`` where given (a survivor they do not kill still counts as one); the
     summary then counts every mutant with its latest status."""
     where = WORK / part.name
     before = json.loads((where / "summary.json").read_text())
     for target in (where / "tests", where / "mutants" / "tests"):
         shutil.rmtree(target)
         shutil.copytree(ROOT / "tests", target, ignore=shutil.ignore_patterns("__pycache__"))
+    write_settings(where, part, tests or part.tests)
     (where / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     start = time.perf_counter()
     run = mutmut(where, "run", "--max-children", str(jobs), *before["survivors"])
@@ -198,7 +206,8 @@ def recheck_part(part: Part, jobs: int) -> dict[str, object]:
         tail = (run.stderr or run.stdout).strip().splitlines()[-5:]
         sys.exit(f"mutmut failed on part {part.name}:\n" + "\n".join(tail))
     summary = summarise(part, statuses(where), before["seconds"] + time.perf_counter() - start)
-    summary["rechecked"] = len(before["survivors"])
+    summary["rechecked"] = {"survivors": len(before["survivors"]),
+                            "tests": list(tests or part.tests)}
     (where / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 
@@ -230,6 +239,8 @@ def main() -> None:
     parser.add_argument("--recheck", action="store_true",
                         help="test only the survivors of the last run again, with the current "
                              "tests")
+    parser.add_argument("--tests", nargs="+", default=[],
+                        help="with --recheck: only these tests (default: the part's)")
     args = parser.parse_args()
     names = {p.name: p for p in PARTS}
     if args.list:
@@ -247,7 +258,8 @@ def main() -> None:
             s = summarise(part, statuses(WORK / part.name), math.nan)
             (WORK / part.name / "summary.json").write_text(json.dumps(s, indent=1) + "\n")
         else:
-            s = recheck_part(part, args.jobs) if args.recheck else run_part(part, args.jobs)
+            s = (recheck_part(part, args.jobs, args.tests) if args.recheck
+                 else run_part(part, args.jobs))
         print(f"{part.name}: score {s['score_percent']}% of {s['mutants']} mutants "
               f"({s['not_counted']} not counted) in {s['seconds']} s", flush=True)
     report()
