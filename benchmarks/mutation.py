@@ -99,6 +99,9 @@ NOT_COUNTED: dict[str, str] = {
     **{f"cotenant.policies.colocation.recovery.xǁRecoveryǁdelay_s__mutmut_{n}":
        "equivalent: the result's dtype (np.minimum of float64 arrays is float64)"
        for n in (23, 25)},
+    **{f"cotenant.policies.colocation.share.xǁDynamicShareǁhold__mutmut_{n}":
+       "equivalent: a current share of 0 taken as none yet (the need, never below 0, is "
+       "applied either way)" for n in (13, 14)},
     "cotenant.policies.colocation.contract.xǁGpuStateǁreset__mutmut_3":
         "equivalent: reset copies no field that GpuState.new sets from now_s",
 }

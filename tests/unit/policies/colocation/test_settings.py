@@ -5,10 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
-from cotenant.errors import InputError
-from cotenant.policies.colocation import DynamicShare, FixedShare, GuardSettings, Recovery
+from cotenant.errors import InputError, UnknownNameError
+from cotenant.policies.colocation import (
+    COLOCATION,
+    DynamicShare,
+    FixedShare,
+    GpuState,
+    GuardSettings,
+    Observation,
+    Recovery,
+)
+from cotenant.policies.colocation.registry import GUARDS
 
 
 @pytest.mark.parametrize(
@@ -68,3 +78,62 @@ def test_the_bounds_themselves_are_accepted() -> None:
     FixedShare(share=100)
     Recovery(backoff_base_s=0.0, backoff_cap_s=0.0, stable_s=0.0, quarantine_s=0.0,
              backoff_factor=1.0, max_restarts=0)
+
+
+def test_a_guard_is_named_given_or_switched_on() -> None:
+    assert COLOCATION.create("mps-fixed", share=50, guard="muxflow").guard == GUARDS["muxflow"]
+    assert COLOCATION.create("mps-fixed", share=50, guard=True).guard == GUARDS["pause"]
+    assert COLOCATION.create("mps-fixed", share=50, guard=False).guard is None
+    with pytest.raises(UnknownNameError) as info:
+        COLOCATION.create("mps-fixed", share=50, guard="calm")
+    assert "unknown guard 'calm'" in str(info.value)
+    assert "adaptive, muxflow, pause" in str(info.value)
+
+
+def observation(n: int, **changes: object) -> Observation:
+    fields: dict[str, object] = {
+        "now_s": 0.0, "model": np.zeros(n, np.int64), "slo_ms": np.full(n, 50.0),
+        "load": np.zeros(n), "load_peak": np.zeros(n), "p99_ms": np.full(n, np.nan),
+        "p99_since_s": np.zeros(n), "p99_at_s": np.zeros(n), "placed": np.zeros(n, bool),
+        "running": np.zeros(n, bool), "share": np.full(n, 100, np.int64),
+        "stretch": np.ones(n), **changes}
+    return Observation(**fields)  # type: ignore[arg-type]
+
+
+def test_an_observation_is_checked() -> None:
+    observation(2, load=np.array([0.0, 1.5]), slo_ms=np.array([1e-3, 1.0]))  # bounds: taken
+    with pytest.raises(InputError) as info:
+        observation(2, share=np.array([100]))
+    assert str(info.value) == "observation.share: has 1 entries for 2 GPUs"
+    for bad in ({"load": np.array([0.0, -0.1])}, {"slo_ms": np.array([50.0, 0.0])}):
+        with pytest.raises(InputError) as info:
+            observation(2, **bad)
+        assert str(info.value) == "observation: loads must be >= 0 and SLOs > 0"
+
+
+def test_a_new_gpu_state() -> None:
+    state = GpuState.new(2, 7)
+    assert state.decided.dtype == np.int64
+    assert state.decided.tolist() == [-1, -1]
+    assert state.floor.dtype == np.int64
+    assert state.watched_since.dtype == np.float64
+    assert state.watched_since.tolist() == [7.0, 7.0]
+    assert np.isneginf(state.held_until).all()
+
+
+@pytest.mark.parametrize(
+    ("needed", "current", "applied"),
+    [
+        ([40], [-1], [40]),  # a new pair starts at its need
+        ([60], [40], [60]),  # raised at once
+        ([150], [40], [100]),  # never past 100
+        ([31], [40], [40]),  # 9 below: within the step, held
+        ([30], [40], [30]),  # exactly a step below: lowered
+        ([10], [90], [40]),  # lowered by at most max_drop
+    ],
+)
+def test_the_share_hysteresis(needed: list[int], current: list[int], applied: list[int]) -> None:
+    share = DynamicShare(step=10, max_drop=50)
+    got = share.hold(np.array(needed), np.array(current))
+    assert got.dtype == np.int64
+    assert got.tolist() == applied
