@@ -91,6 +91,12 @@ NOT_COUNTED: dict[str, str] = {
     **{f"cotenant.agent.api.xǁ_Handlerǁ_body__mutmut_{n}":
        "equivalent: a header name in another case (HTTP header names ignore case)"
        for n in (3, 4, 21, 22)},
+    **{f"cotenant.agent.api.xǁ_Handlerǁ_authorised__mutmut_{n}":
+       "equivalent: a header name in another case (HTTP header names ignore case)"
+       for n in (17, 18)},
+    **{f"cotenant.agent.api.xǁ_Handlerǁ_dispatch__mutmut_{n}":
+       "equivalent: the path is the text before the first '?' however often it is split"
+       for n in (6, 9)},
     **{f"cotenant.policies.colocation.guard.x_report_window_s__mutmut_{n}":
        "equivalent: the rates' or the result's dtype (the arithmetic is in float64 either way; "
        "no division by zero is left to warn about)" for n in (3, 5, 6, 33, 35)},

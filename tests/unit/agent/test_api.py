@@ -16,6 +16,7 @@ import pytest
 from cotenant.agent import supervisor
 from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import FakeNode, ManualClock
+from cotenant.agent.metrics import CONTENT_TYPE
 from cotenant.agent.service import AgentService
 from cotenant.errors import InputError
 from cotenant.policies.colocation import COLOCATION
@@ -360,3 +361,45 @@ def test_a_short_body_names_what_arrived(client: Client) -> None:
                  + TOKEN.encode() + b"\r\nContent-Length: 50\r\n\r\n" + b'{"a": 1}')
     _, _, body = reply.partition(b"\r\n\r\n")
     assert json.loads(body) == {"error": "request body: 8 of the 50 bytes announced"}
+
+
+def test_routes_answer_with_their_own_figures(client: Client) -> None:
+    client.call("POST", "/v1/workloads", ONLINE)
+    client.call("POST", "/v1/workloads", OFFLINE)
+    client.service.tick()
+    code, body = client.call("GET", "/v1/gpus?verbose=1")  # a query string is ignored
+    assert code == 200
+    assert [g["index"] for g in json.loads(body)] == [0, 1]
+    code, body = client.call("GET", "/v1/downtime")
+    assert code == 200
+    assert json.loads(body) == client.service.downtime()
+    assert set(json.loads(body)) == {"busy_pct", "kinds"}
+    code, body = client.call("DELETE", "/v1/workloads/train")
+    assert code == 200
+    assert json.loads(body)["name"] == "train"
+    client.service.tick()
+    states = {w["name"]: w["status"] for w in json.loads(client.call("GET", "/v1/workloads")[1])}
+    assert states["web"] == "running"
+    assert states["train"] != "running"
+    code, body = client.call("GET", "/nope")
+    assert (code, json.loads(body)) == (404, {"error": "no route GET /nope"})
+    long = "w" * 150
+    code, body = client.call("DELETE", f"/v1/workloads/{long}")
+    assert (code, json.loads(body)) == (404, {"error": f"no workload {'w' * 100!r}"})
+
+
+def test_metrics_carry_prometheus_content_type(client: Client) -> None:
+    reply = _raw(client, b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode()
+                 + b"\r\n\r\n")
+    head = reply.partition(b"\r\n\r\n")[0].decode()
+    assert f"Content-Type: {CONTENT_TYPE}" in head.splitlines()
+
+
+def test_the_token_may_follow_more_than_one_space(client: Client) -> None:
+    reply = _raw(client, b"GET /v1/gpus HTTP/1.1\r\nAuthorization: Bearer  " + TOKEN.encode()
+                 + b"\r\n\r\n")
+    assert reply.split(b" ")[1] == b"200"
+    reply = _raw(client, b"GET /v1/gpus HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode()
+                 + b"\r\nAuthorization: Bearer x\r\n\r\n")
+    body = reply.partition(b"\r\n\r\n")[2]
+    assert json.loads(body) == {"error": "Authorization header given more than once"}
