@@ -222,18 +222,23 @@ def recheck_part(part: Part, jobs: int, tests: Sequence[str]) -> dict[str, objec
 
 
 def report() -> None:
-    print(f"{'part':<22}{'mutants':>8}{'not counted':>12}{'killed':>8}{'survived':>9}"
-          f"{'no tests':>9}{'score %':>9}{'s':>7}")
+    """The parts as a Markdown table (the docs' results page), a part not run said so."""
+    print("| part | files mutated | mutants | not counted | killed | survived | no test | "
+          "not tested | score |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for part in PARTS:
+        files = ", ".join(f"`{m.removeprefix('src/cotenant/')}`" for m in part.mutate)
         path = WORK / part.name / "summary.json"
         if not path.exists():
-            print(f"{part.name:<22}  not run")
+            print(f"| {part.name} | {files} | not run | | | | | | |")
             continue
         s = json.loads(path.read_text())
         st = s["statuses"]
-        print(f"{part.name:<22}{s['mutants']:>8}{s['not_counted']:>12}"
-              f"{st.get('killed', 0) + st.get('timeout', 0):>8}{st.get('survived', 0):>9}"
-              f"{st.get('no tests', 0):>9}{s['score_percent']!s:>9}{s['seconds']:>7}")
+        killed = st.get("killed", 0) + st.get("timeout", 0)
+        untested = st.get("not checked", 0)
+        print(f"| {part.name} | {files} | {s['mutants']} | {s['not_counted']} | {killed} | "
+              f"{st.get('survived', 0)} | {st.get('no tests', 0)} | {untested} | "
+              f"**{s['score_percent']}%** |")
 
 
 def main() -> None:
