@@ -8,9 +8,17 @@ import pytest
 from cotenant.errors import InputError
 from cotenant.perf import mps
 from cotenant.policies.colocation import DynamicShare, FixedShare, Mechanism, need
+from cotenant.policies.colocation import share as share_module
 from cotenant.policies.colocation.share import NEVER, _bisect, p99_at
 
 RESNET = mps.model_index("resnet50")
+
+
+@pytest.fixture(autouse=True)
+def fresh_tables() -> None:
+    """Each test builds the lookup tables it reads: a table cached by an earlier test (or
+    process) would hide what the table-building code does now."""
+    share_module._TABLES.clear()
 
 
 @pytest.mark.parametrize("mechanism", [Mechanism.MPS, Mechanism.TIME_SLICING])
