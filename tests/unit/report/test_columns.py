@@ -6,8 +6,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cotenant.report.colocation import budget_rows, colocation_rows, frontier_rows, pareto_rows
-from cotenant.report.tables import replay_rows, summary_rows
+from cotenant.report.colocation import (
+    BUDGET_CAPTION,
+    budget_rows,
+    colocation_rows,
+    frontier_rows,
+    frontier_tables,
+    pareto_rows,
+)
+from cotenant.report.tables import (
+    REPLAY_CAPTION,
+    bound_caption,
+    counts,
+    fitted_tables,
+    replay_rows,
+    replay_tables,
+    summary_caption,
+    summary_rows,
+    summary_tables,
+)
 from cotenant.sim.bound import BoundSummary
 from cotenant.sim.colocation.frontier import FrontierPoint
 from cotenant.sim.experiment import PolicySummary
@@ -102,3 +119,68 @@ def test_each_budget_cell_shows_its_policys_figures() -> None:
         ["+0.5 points", "mps", "0.4375 (+0.125, cap 40%)", "0.3125 (+0.250, p99 x1.5)"],
         ["+0.1 points", "none", "none", "none"],
     ]
+
+
+def test_the_summary_tables_headers_captions_and_best_row() -> None:
+    a = PolicySummary("fgd", 2, 91.25, 1.5, 88.75, 12.0, 4.125)
+    b = PolicySummary("random", 2, 85.5, 2.0, 80.0, 30.0, 9.0)
+    [table] = summary_tables([a, b], 90, "Fragmentation", 200)
+    assert table.title == "Fragmentation"
+    assert [str(c.header) for c in table.columns] == [
+        "policy", "seeds", "alloc. % at 90%", "std", "alloc. % at end", "frag. % at 90%",
+        "failed pods"]
+    assert [c.justify for c in table.columns] == ["left"] + ["right"] * 6
+    assert [r.style for r in table.rows] == ["bold green", None]  # the best allocation
+    assert table.caption == summary_caption(90)
+    assert "arrived demand is 90% of capacity" in summary_caption(90)
+    unreached = PolicySummary("big", 2, float("nan"), 0.0, 50.0, 0.0, float("nan"))
+    [table] = summary_tables([a, unreached], 90, "F", 200)
+    assert str(table.caption).endswith("n/a: no pod arrived within 1% of 90% demand (pods "
+                                       "large against the cluster jump past it): try another "
+                                       "--report-at")
+    bound = BoundSummary(percent=90, seeds=2, upper_mean=95.5, plan_mean=94.0, exact=1,
+                         solved=2, seconds_mean=0.5)
+    [table] = summary_tables([a], 90, "F", 300, bound)
+    assert str(table.columns[-1].header) == "gap to optimum"
+    assert [r.style for r in table.rows] == ["bold green", "dim"]
+    assert str(table.caption).endswith("; " + bound_caption(bound))
+    assert bound_caption(bound) == (
+        "offline optimum: no placement of the pods arrived by then allocates more (a proven "
+        "upper bound, mean over seeds (placements: 94.00); a placement reaches it on 1 of 2 "
+        "seeds); gap to optimum: optimum - alloc., in points")
+    exact = BoundSummary(percent=90, seeds=2, upper_mean=95.5, plan_mean=95.5, exact=2,
+                         solved=2, seconds_mean=0.5)
+    assert "mean over seeds; a placement reaches it on every seed)" in bound_caption(exact)
+
+
+def test_the_replay_and_frontier_tables_are_titled_and_captioned() -> None:
+    row = {"policy": "best-fit", "arrivals": 1, "failed": 0, "departures": 0,
+           "alloc_percent_mean": 1.0, "alloc_percent_max": 2.0, "frag_percent_mean": 0.5,
+           "running_max": 1}
+    [table] = replay_tables([row], 200)
+    assert (table.title, table.caption) == ("Time replay", REPLAY_CAPTION)
+    verdict = [{"budget_added_pct": 0.5, "winner": "mps",
+                "best": {"mps": {"offline_throughput": 0.5, "added_violation_pct": 0.1,
+                                 "setting": "s"}}}]
+    [table] = frontier_tables(verdict, 12, 200)
+    assert table.title == "Offline work within a late-request budget (12 settings run)"
+    assert table.caption == BUDGET_CAPTION + ": --json, or frontier.json with --out"
+    assert [c.justify for c in table.columns] == ["left", "left", "right"]
+
+
+def test_counts_read_as_a_reader_writes_them() -> None:
+    assert counts({"no GPU": 37, "CPU": 2}) == "no GPU: 37; CPU: 2"
+    assert counts({}) == "none"
+
+
+def test_a_split_table_is_titled_once_and_captioned_at_the_end() -> None:
+    head = ["policy", "a long header one", "a long header two", "three"]
+    body = [["fgd", "1", "2", "3"], ["random", "4", "5", "6"]]
+    tables = fitted_tables(head, body, 30, title="T", caption="C",
+                           styles=["bold", None])
+    assert len(tables) > 1
+    assert [t.title for t in tables] == ["T"] + [None] * (len(tables) - 1)
+    assert [t.caption for t in tables] == [None] * (len(tables) - 1) + ["C"]
+    assert all(str(t.columns[0].header) == "policy" for t in tables)
+    assert all([r.style for r in t.rows] == ["bold", None] for t in tables)
+    assert [c.width for c in tables[0].columns][:1] == [6]  # its widest cell, "random"
