@@ -13,6 +13,7 @@ from cotenant.model.cluster import Cluster, ClusterState
 from cotenant.model.gpu import CATALOG
 from cotenant.model.workload import Node, PodShape
 from cotenant.policies.placement import PLACEMENT
+from cotenant.policies.placement.base import best_fit_gpu, demand_milli
 from cotenant.policies.placement.fgd import FgdPolicy
 from cotenant.policies.placement.frag import TypicalPods
 
@@ -112,3 +113,39 @@ def test_fgd_incremental_gain_matches_the_definition_at_every_candidate_gpu() ->
             assert gain[g] == pytest.approx(expected), (used, pod, typical, g)
             checked += 1
     assert checked > 100
+
+
+def two_g2_nodes() -> ClusterState:
+    """Two 8-GPU nodes of 64 CPUs; node 1 has 300 milli of GPU 0 in use."""
+    g2 = CATALOG.get("G2")
+    state = ClusterState(Cluster([Node("a", 64_000, 256_000, 8, g2),
+                                  Node("b", 64_000, 256_000, 8, g2)]))
+    state.allocate(PodShape(0, 0, 1, 300), 1, (0,))
+    return state
+
+
+def test_best_fit_and_dot_product_scores_by_hand() -> None:
+    """With c = 16 CPUs and 500 milli: best fit int(100 (1 - (0.5 * 48000/128000 + 0.5 *
+    7500/8000))) = int(34.375) on the empty node, 7200 GPU left (36.25) on the other; dot
+    product int(100 (1 - (0.5 * 0.125 + 1 * 0.0625) / 2)) = int(93.75), and 93.87 with 7700
+    idle; a 2-GPU pod leaves 6000 on the empty node: best fit int(43.75), no GPU chosen."""
+    state = two_g2_nodes()
+    nodes = np.array([0, 1])
+    frac = PodShape(16_000, 0, 1, 500)
+    best = PLACEMENT.create("best-fit").score(state, frac, nodes, RNG)
+    assert (best.score.tolist(), best.gpu.tolist()) == ([34, 36], [0, 0])
+    dot = PLACEMENT.create("dot-product").score(state, frac, nodes, RNG)
+    assert (dot.score.tolist(), dot.gpu.tolist()) == ([93, 93], [0, 0])
+    whole = PodShape(16_000, 0, 2, 1000)
+    best = PLACEMENT.create("best-fit").score(state, whole, np.array([0]), RNG)
+    assert (best.score.tolist(), best.gpu.tolist()) == ([43], [-1])
+    dot = PLACEMENT.create("dot-product").score(state, whole, np.array([0]), RNG)
+    # int(100 (1 - (0.0625 + 1 * 0.25) / 2)) = int(84.375)
+    assert (dot.score.tolist(), dot.gpu.tolist()) == ([84], [-1])
+
+
+def test_no_gpu_fits_a_row_is_minus_one() -> None:
+    free = np.array([[100, 100], [1000, 600], [500, 499]])
+    assert best_fit_gpu(free, 500).tolist() == [-1, 1, 0]
+    assert demand_milli(PodShape(0, 0, 2, 500)) == 2000
+    assert demand_milli(PodShape(0, 0, 1, 500)) == 500
