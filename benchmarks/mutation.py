@@ -75,7 +75,9 @@ PARTS = (
     Part("agent-api-auth", ("src/cotenant/agent/api.py",), ("tests/unit/agent/test_api.py",)),
     Part("agent-supervisor", ("src/cotenant/agent/supervisor.py", "src/cotenant/agent/faults.py"),
          ("tests/unit/agent/test_supervisor.py", "tests/unit/agent/test_recovery.py",
-          "tests/unit/agent/test_faults.py")),
+          "tests/unit/agent/test_faults.py", "tests/unit/agent/test_mig_jobs.py",
+          "tests/unit/agent/test_guard.py", "tests/unit/agent/test_guard_pause.py",
+          "tests/unit/agent/test_guard_watch.py", "tests/unit/agent/test_downtime.py")),
     Part("report-tables", ("src/cotenant/report/tables.py", "src/cotenant/report/colocation.py"),
          ("tests/unit/report",)),
 )
