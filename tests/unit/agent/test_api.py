@@ -403,3 +403,31 @@ def test_the_token_may_follow_more_than_one_space(client: Client) -> None:
                  + b"\r\nAuthorization: Bearer x\r\n\r\n")
     body = reply.partition(b"\r\n\r\n")[2]
     assert json.loads(body) == {"error": "Authorization header given more than once"}
+
+
+def test_replies_carry_their_length_type_and_challenge(client: Client) -> None:
+    reply = _raw(client, b"GET /v1/gpus HTTP/1.1\r\n\r\n")
+    head, _, body = reply.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    assert lines[0].split(" ")[1] == "401"
+    assert 'WWW-Authenticate: Bearer realm="cotenant"' in lines
+    assert "Content-Type: application/json" in lines
+    assert f"Content-Length: {len(body)}" in lines
+    reply = _raw(client, b"GET /v1/gpus HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode()
+                 + b"\r\n\r\n")
+    head, _, body = reply.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    assert f"Content-Length: {len(body)}" in lines
+    assert not any(line.startswith("WWW-Authenticate") for line in lines)
+
+
+def test_a_server_needs_a_token(tmp_path: Path) -> None:
+    clock = ManualClock(1000.0)
+    service = AgentService(FakeNode.build("A100-40GB", 1, clock), tmp_path, fixed(70),
+                           clock=clock)
+    try:
+        with pytest.raises(InputError) as info:
+            AgentServer(("127.0.0.1", 0), service, "")
+        assert str(info.value) == "API token: must not be empty"
+    finally:
+        service.close()

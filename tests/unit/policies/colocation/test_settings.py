@@ -11,10 +11,13 @@ import pytest
 from cotenant.errors import InputError, UnknownNameError
 from cotenant.policies.colocation import (
     COLOCATION,
+    Admission,
+    ColocationPolicy,
     DynamicShare,
     FixedShare,
     GpuState,
     GuardSettings,
+    Mechanism,
     Observation,
     Recovery,
 )
@@ -60,6 +63,24 @@ from cotenant.policies.colocation.registry import GUARDS
          "recovery.quarantine_s: -1 s must be a finite number >= 0"),
         (lambda: Recovery(backoff_factor=0.99), "recovery.backoff_factor: 0.99 must be >= 1"),
         (lambda: Recovery(max_restarts=-1), "recovery.max_restarts: must be >= 0"),
+        (lambda: Admission(max_load=-0.1), "admission.max_load: -0.1 must be in [0, 1]"),
+        (lambda: Admission(max_load=1.1), "admission.max_load: 1.1 must be in [0, 1]"),
+        (lambda: Admission(quantile=0.0), "admission.quantile: 0.0 must be in (0, 1]"),
+        (lambda: Admission(quantile=1.5), "admission.quantile: 1.5 must be in (0, 1]"),
+        (lambda: Admission(warmup_s=-1.0),
+         "admission.warmup_s: -1 s must be a finite number >= 0"),
+        (lambda: ColocationPolicy("p", Mechanism.MPS, load_window_s=0.0),
+         "policy p: load_window_s: 0 s must be a finite number > 0"),
+        (lambda: ColocationPolicy("p", Mechanism.MPS, gain_threshold_pct=101),
+         "policy p: gain_threshold_pct: SM share 101 is outside 0-100"),
+        (lambda: ColocationPolicy("p", Mechanism.NONE, share=FixedShare(50)),
+         "policy p: a policy that shares nothing has no share sizing or guard"),
+        (lambda: ColocationPolicy("p", Mechanism.NONE, guard=GuardSettings()),
+         "policy p: a policy that shares nothing has no share sizing or guard"),
+        (lambda: FixedShare(share=50.0),  # type: ignore[arg-type]
+         "FixedShare.share: SM share must be an integer percentage, got 50.0"),
+        (lambda: FixedShare(share=True),
+         "FixedShare.share: SM share must be an integer percentage, got True"),
     ],
 )
 def test_a_bad_setting_is_one_exact_message(make: Callable[[], object], message: str) -> None:
@@ -78,6 +99,17 @@ def test_the_bounds_themselves_are_accepted() -> None:
     FixedShare(share=100)
     Recovery(backoff_base_s=0.0, backoff_cap_s=0.0, stable_s=0.0, quarantine_s=0.0,
              backoff_factor=1.0, max_restarts=0)
+    Admission(max_load=0.0, quantile=1.0, warmup_s=0.0)
+    Admission(max_load=1.0, quantile=1e-9)
+    ColocationPolicy("p", Mechanism.MPS, gain_threshold_pct=0)
+    ColocationPolicy("p", Mechanism.MPS, gain_threshold_pct=100)
+    ColocationPolicy("p", Mechanism.NONE)
+
+
+def test_a_bad_share_carries_its_hint() -> None:
+    with pytest.raises(InputError) as info:
+        FixedShare(share=101)
+    assert info.value.hint == "MPS active-thread percentages run from 1 to 100"
 
 
 def test_a_guard_is_named_given_or_switched_on() -> None:
