@@ -74,10 +74,10 @@ def check_reachable(address: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
         with socket.create_connection((host, int(port_text)), timeout=timeout_s):
             pass
     except OSError as exc:
-        reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        reason = (f"no answer within {timeout_s:g} s" if isinstance(exc, TimeoutError)
+                  else (exc.strerror or str(exc)).lower())
         via = f" (from RAY_ADDRESS for {address!r})" if target != address else ""
-        raise InputError("--ray", f"no Ray cluster answers at {target}{via}: {reason} "
-                         f"within {timeout_s:g} s",
+        raise InputError("--ray", f"no Ray cluster answers at {target}{via}: {reason}",
                          hint="start one (ray start --head) or name another address") from exc
 
 
