@@ -12,7 +12,7 @@ import typer
 
 from cotenant.cli.checks import dir_option, once_each
 from cotenant.errors import InputError
-from cotenant.integrations.ray.executor import RayExecutor
+from cotenant.integrations.ray.executor import RayExecutor, check_reachable
 from cotenant.policies.placement import PLACEMENT
 from cotenant.sim.sweep.executor import Executor, local_executor
 
@@ -56,6 +56,19 @@ RayOpt = Annotated[
 ]
 
 
+def check_executor(ray: str | None, workers: int | None) -> None:
+    """The ``--ray``/``--workers`` options checked, a cluster's address for an answer, so a
+    bad option fails before any input is built."""
+    if ray is None:
+        return
+    if workers is not None:
+        raise InputError("--workers", "sizes the local pool; on Ray every CPU of the cluster "
+                         "runs", hint="leave out --workers or --ray")
+    if not ray.strip():
+        raise InputError("--ray", "must be auto, local or a cluster's address")
+    check_reachable(ray.strip())
+
+
 @contextmanager
 def executor_for(ray: str | None, workers: int | None) -> Iterator[Executor]:
     """The sweep executor the options ask for: a local pool of ``workers`` processes, or a
@@ -63,10 +76,6 @@ def executor_for(ray: str | None, workers: int | None) -> Iterator[Executor]:
     if ray is None:
         yield local_executor(workers)
         return
-    if workers is not None:
-        raise InputError("--workers", "sizes the local pool; on Ray every CPU of the cluster "
-                         "runs", hint="leave out --workers or --ray")
-    if not ray.strip():
-        raise InputError("--ray", "must be auto, local or a cluster's address")
+    check_executor(ray, workers)
     with RayExecutor(ray.strip()) as executor:
         yield executor

@@ -2,9 +2,10 @@
 machine's cores or a Ray cluster (``--ray``).
 
 Each run's result is written to ``--out``'s ``results.jsonl`` the moment it finishes, so a
-sweep that is stopped keeps what it finished; the table, ``sweep.json`` and the page come at
-the end. A run that fails is named with its settings as it fails, the others go on, and the
-command exits 1 after writing every result.
+sweep that is stopped (Ctrl-C: the queued runs are cancelled, exit 130) keeps what it
+finished; the table, ``sweep.json`` and the page come at the end. A run that fails is named
+with its settings as it fails, the others go on, and the command exits 1 after writing every
+result.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cotenant.cli.options import JsonOpt, OutOpt, RayOpt, WorkersOpt, executor_for
+from cotenant.cli.options import (
+    JsonOpt,
+    OutOpt,
+    RayOpt,
+    WorkersOpt,
+    check_executor,
+    executor_for,
+)
 from cotenant.cli.progress import announce, count, progress_bar
 from cotenant.report.html import HtmlTable, render_report
 from cotenant.report.output import ReportDir
@@ -43,6 +51,7 @@ def run(
 ) -> None:
     """Run every combination of a sweep's grid, once per seed, and summarise each run."""
     sweep = Sweep.load(file)
+    check_executor(ray, workers)  # before the inputs are built, which can take a while
     planned = plan(sweep)  # every setting checked, the inputs built, before any run
     err = Console(stderr=True, highlight=False, markup=False)
     with executor_for(ray, workers) as executor:
@@ -51,11 +60,13 @@ def run(
         announce(f"{count(len(planned.tasks), 'run')} of the {sweep.simulator} simulator "
                  f"({planned.description}) on {where}")
         stream = _open_stream(out)
+        finished: list[int] = []
         try:
             with progress_bar(json_out) as progress:
                 task = progress.add_task(sweep.simulator, total=len(planned.tasks))
 
                 def done(result: SweepResult) -> None:
+                    finished.append(result.index)
                     progress.update(task, advance=1, description=label(result.settings))
                     if not result.ok:
                         err.print(f"run {result.index} ({label(result.settings)}) failed: "
@@ -65,6 +76,11 @@ def run(
                         stream.flush()
 
                 results = run_sweep(planned, executor, done)
+        except KeyboardInterrupt:
+            kept = f", kept in {out / STREAM}" if out is not None else ""
+            typer.echo(f"interrupted: {len(finished)} of {len(planned.tasks)} runs had "
+                       f"finished{kept}", err=True)
+            raise typer.Exit(130) from None
         finally:
             if stream is not None:
                 stream.close()

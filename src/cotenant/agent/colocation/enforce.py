@@ -39,11 +39,11 @@ from cotenant.errors import InputError
 from cotenant.policies.colocation import (
     COLOCATION,
     MAX_SHARE_PCT,
-    MIN_SHARE_PCT,
     Actions,
     ColocationPolicy,
     Mechanism,
     Why,
+    offline_thread_pct,
 )
 
 ENFORCEABLE = (Mechanism.MPS, Mechanism.PRIORITY)
@@ -84,7 +84,7 @@ class GpuAction:
     @property
     def offline_pct(self) -> int:
         """The offline clients' MPS thread cap at this share."""
-        return max(MIN_SHARE_PCT, MAX_SHARE_PCT - self.share)
+        return offline_thread_pct(self.share)
 
 
 def per_gpu(rows: Rows, actions: Actions) -> list[GpuAction]:

@@ -16,6 +16,8 @@ the ``ray`` extra.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import Callable, Sequence
 from types import ModuleType, TracebackType
 from typing import Any, TypeVar
@@ -37,6 +39,48 @@ def import_ray() -> ModuleType:
     return module
 
 
+REACH_TIMEOUT_S = 3.0
+"""How long a cluster's address has to answer before ``--ray`` gives up on it."""
+
+
+def cluster_address(address: str) -> str | None:
+    """The ``host:port`` a Ray address points at (``auto`` follows ``RAY_ADDRESS``), or None
+    where it starts a new local cluster (``local``, or ``auto`` without ``RAY_ADDRESS``)."""
+    if address == "local":
+        return None
+    if address == "auto":
+        address = os.environ.get("RAY_ADDRESS", "").strip()
+        if not address or address in ("auto", "local"):
+            return None
+    return address
+
+
+def check_reachable(address: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
+    """An :class:`InputError` naming ``address`` where nothing answers there within
+    ``timeout_s`` (Ray itself retries an unreachable cluster for minutes)."""
+    target = cluster_address(address)
+    if target is None:
+        return
+    client = target.startswith("ray://")
+    rest = target.removeprefix("ray://").split("/", 1)[0]
+    host, colon, port_text = rest.rpartition(":")
+    if not colon:
+        host, port_text = rest, "10001" if client else "6379"
+    host = host.strip("[]")
+    if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise InputError("--ray", f"{address!r} is not a cluster's address (host:port or "
+                         "ray://host:port)", hint="auto, local, or e.g. ray://head:10001")
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        reason = (f"no answer within {timeout_s:g} s" if isinstance(exc, TimeoutError)
+                  else (exc.strerror or str(exc)).lower())
+        via = f" (from RAY_ADDRESS for {address!r})" if target != address else ""
+        raise InputError("--ray", f"no Ray cluster answers at {target}{via}: {reason}",
+                         hint="start one (ray start --head) or name another address") from exc
+
+
 class RayExecutor:
     """Runs a sweep's runs as Ray tasks (see the module docstring); a context manager that
     shuts down the Ray instance it started (one it joined is left running)."""
@@ -46,8 +90,9 @@ class RayExecutor:
         self._ray = ray
         self._owns = not ray.is_initialized()
         if self._owns:
+            check_reachable(address)
             target = None if address == "auto" else address
-            extra = {"num_cpus": num_cpus} if num_cpus is not None else {}
+            extra = {"num_cpus": num_cpus} if num_cpus is not None else {}  # a new local one
             try:
                 ray.init(address=target, include_dashboard=False, log_to_driver=False,
                          logging_level=logging.WARNING, **extra)

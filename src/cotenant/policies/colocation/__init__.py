@@ -17,6 +17,8 @@ from cotenant.policies.colocation.contract import (
     Observation,
     Why,
     check_share_pct,
+    milli_limits,
+    offline_thread_pct,
 )
 from cotenant.policies.colocation.guard import GuardSettings, report_window_s
 from cotenant.policies.colocation.policy import ColocationPolicy, Matching
@@ -44,6 +46,8 @@ __all__ = [
     "Response",
     "Why",
     "check_share_pct",
+    "milli_limits",
     "need",
+    "offline_thread_pct",
     "report_window_s",
 ]

@@ -17,6 +17,7 @@ unlimited; 100 leaves it nothing.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from enum import IntEnum, StrEnum
 
@@ -24,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cotenant.errors import InputError
+from cotenant.model.workload import MILLI_PER_GPU
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -31,6 +33,21 @@ BoolArray = npt.NDArray[np.bool_]
 
 MIN_SHARE_PCT = 1
 MAX_SHARE_PCT = 100
+
+
+def offline_thread_pct(share: int) -> int:
+    """The offline co-runner's MPS thread cap beside an online service keeping ``share``%
+    (at least 1, MPS's minimum): what the node agent and the Ray helper set."""
+    return max(MIN_SHARE_PCT, MAX_SHARE_PCT - share)
+
+
+def milli_limits(milli: int, gpu_memory_mib: int) -> tuple[int, int | None]:
+    """A part of ``milli`` thousandths of a GPU of ``gpu_memory_mib`` as MPS limits: that
+    share of the SMs (the thread %, at least 1) and of the memory (MiB; None where it
+    rounds to nothing): what the device plugin and the Ray helper set."""
+    pct = max(MIN_SHARE_PCT, math.ceil(milli / 10))
+    memory = gpu_memory_mib * milli // MILLI_PER_GPU
+    return pct, memory if memory > 0 else None
 
 
 def check_share_pct(value: object, where: str, lowest: int = MIN_SHARE_PCT) -> int:

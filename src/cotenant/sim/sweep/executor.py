@@ -9,12 +9,16 @@ whatever the number of workers and the order they finish in.
 
 A run that raises does not stop the others: it comes back as a :class:`RunFailure` (its
 index, the error on one line, the traceback) in the place of its result, and ``on_done`` is
-told of it as it is of a result, as each run finishes.
+told of it as it is of a result, as each run finishes. An interrupt (Ctrl-C) stops the
+local pool at once: its queued runs are cancelled and its workers ended, and the
+``KeyboardInterrupt`` goes on to the caller, which has had every finished run through
+``on_done``.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor, as_completed
@@ -140,9 +144,11 @@ class LocalExecutor:
         if workers <= 1:
             return SerialExecutor().map(fn, shared, items, order=sequence, on_done=on_done)
         out: dict[int, R | RunFailure] = {}
-        with ProcessPoolExecutor(workers, initializer=_install, initargs=(shared,)) as pool:
-            futures: dict[Future[R | RunFailure], int] = {
-                pool.submit(_pooled, fn, items[i], i): i for i in sequence}
+        pool = ProcessPoolExecutor(workers, initializer=_install, initargs=(shared,))
+        futures: dict[Future[R | RunFailure], int] = {}
+        try:
+            for i in sequence:
+                futures[pool.submit(_pooled, fn, items[i], i)] = i
             for future in as_completed(futures):
                 i = futures[future]
                 try:
@@ -151,7 +157,28 @@ class LocalExecutor:
                     out[i] = RunFailure(i, f"worker process lost: {one_line(exc)}")
                 if on_done is not None:
                     on_done(i, out[i])
+        except BaseException:  # Ctrl-C, or on_done raised: the queued runs must not go on
+            abandon(pool)
+            raise
+        pool.shutdown(wait=True)
         return [out[i] for i in range(len(items))]
+
+
+def abandon(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool`` now: its queued runs are cancelled and its workers terminated (a run
+    under way is cut short), where ``shutdown(wait=True)`` would finish every queued run."""
+    # no public handle on either; the manager thread is joined so that it has closed its
+    # pipes before the interpreter's exit hook writes to them
+    workers = list((pool._processes or {}).values())
+    manager: threading.Thread | None = getattr(pool, "_executor_manager_thread", None)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers:
+        if process.is_alive():
+            process.terminate()
+    for process in workers:
+        process.join(timeout=5)
+    if manager is not None:
+        manager.join(timeout=10)
 
 
 def local_executor(workers: int | None = None) -> Executor:

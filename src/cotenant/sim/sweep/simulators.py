@@ -46,9 +46,9 @@ class Plan:
     inputs: list[Any] = field(default_factory=list)
     description: str = ""
     columns: tuple[str, ...] = ()
+    """The figures of a run's summary a table shows."""
     notes: list[str] = field(default_factory=list)
     """What building the inputs read, kept and rejected (each line once)."""
-    """The figures of a run's summary a table shows."""
 
 
 class SweepSimulator(Protocol):

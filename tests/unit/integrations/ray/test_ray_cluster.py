@@ -29,13 +29,19 @@ from tests.unit.cli.test_cli import run
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
 GPU_MIB = 81_920
+HERE = "this-node"
+JOB_CAPS = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "7", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=1M"}
+"""A job-level runtime_env (the mistake of setting a co-runner's caps on the whole job)."""
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[RayExecutor]:
-    """A new local cluster (never one another process runs here): 2 CPUs, 1 fake GPU."""
-    ray.init(address="local", num_cpus=2, num_gpus=1, resources=node_resources([0]),
-             include_dashboard=False, log_to_driver=False)
+    """A new local cluster (never one another process runs here): 2 CPUs, 1 fake GPU, with
+    its resource both unnamed and named for this node, and caps in the job's runtime_env."""
+    ray.init(address="local", num_cpus=2, num_gpus=1,
+             resources={**node_resources([0]), **node_resources([0], node=HERE)},
+             runtime_env={"env_vars": JOB_CAPS}, include_dashboard=False,
+             log_to_driver=False)
     try:
         yield RayExecutor()  # joins the cluster above
     finally:
@@ -94,7 +100,11 @@ def test_two_half_gpu_actors_share_one_gpu_with_the_agents_mps_env(
         seen = ray.get([a.seen.remote() for a in actors], timeout=60)
         assert seen[0]["gpus"] == seen[1]["gpus"] == ["0"]  # both on the one GPU
         pipe = str(tmp_path / "mps" / "gpu0" / "pipe")
-        assert seen[0]["env"] == {"CUDA_MPS_PIPE_DIRECTORY": pipe, NOSET_VISIBLE: "1"}
+        # the job's caps (JOB_CAPS) reach neither: each request sets its own values
+        assert seen[0]["env"] == {"CUDA_MPS_PIPE_DIRECTORY": pipe,
+                                  "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "100",
+                                  "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": f"0={GPU_MIB}M",
+                                  NOSET_VISIBLE: "1"}
         assert seen[1]["env"] == {
             "CUDA_MPS_PIPE_DIRECTORY": pipe,
             "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50",
@@ -107,6 +117,22 @@ def test_two_half_gpu_actors_share_one_gpu_with_the_agents_mps_env(
         ready, _ = ray.wait([third.seen.remote()], timeout=3)
         assert not ready  # the GPU's shares are booked: Ray holds the third back
         ray.kill(third)
+    finally:
+        for a in actors:
+            ray.kill(a)
+
+
+def test_a_request_for_a_named_node_lands_there_and_never_on_another(
+        cluster: RayExecutor, tmp_path: Path) -> None:
+    here = RayPlacer(GPU_MIB, tmp_path, node=HERE).placement(0, 500)
+    elsewhere = RayPlacer(GPU_MIB, tmp_path, node="another-node").placement(0, 500)
+    actors = [_Probe.options(**r.actor_options()).remote() for r in (here, elsewhere)]
+    try:
+        ready, _ = ray.wait([actors[0].seen.remote()], timeout=60)
+        assert ready
+        assert ray.get(ready[0])["gpus"] == ["0"]
+        ready, _ = ray.wait([actors[1].seen.remote()], timeout=3)
+        assert not ready  # this node does not advertise another node's GPU: never placed
     finally:
         for a in actors:
             ray.kill(a)

@@ -21,7 +21,6 @@ NVIDIA's device plugin also ignores), is ``Unhealthy``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,6 +38,7 @@ from cotenant.integrations.k8s.resources import (
     field as get_field,
 )
 from cotenant.model.workload import MILLI_PER_GPU
+from cotenant.policies.colocation import milli_limits
 
 HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
@@ -171,9 +171,8 @@ class Resource:
         if milli >= MILLI_PER_GPU:
             return Allocation(env)
         gpu = gpus[0]
-        memory = self.backend.gpu(gpu).memory_total_mib * milli // MILLI_PER_GPU
-        pct = max(1, math.ceil(milli / 10))
-        env |= self.mps.client_env(gpu, pct, memory if memory > 0 else None)
+        env |= self.mps.client_env(gpu, *milli_limits(milli, self.backend.gpu(gpu)
+                                                      .memory_total_mib))
         pipe = env["CUDA_MPS_PIPE_DIRECTORY"]
         return Allocation(env, ((pipe, pipe, False),), {ANNOTATION_GPUS: str(gpu)})
 
