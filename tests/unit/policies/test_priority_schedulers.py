@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import pytest
 
-from cotenant.errors import UnknownNameError
+from cotenant.errors import InputError, UnknownNameError
 from cotenant.policies.priority import PRIORITY, Observation, RateControl, rate_step
-from cotenant.policies.priority.registry import TALLY_LIMIT_US
+from cotenant.policies.priority.registry import RANGES, TALLY_LIMIT_US
 
 
 def _obs(now: float = 1000.0, *, request: bool = False, running: bool = False,
@@ -60,3 +61,28 @@ def test_tgs_rate_is_aimd_on_hp_hold_up() -> None:
     assert rate_step(1.0, c, blocked_us=10.0, ran_us=100.0) == 1.0
     assert rate_step(0.5, c, blocked_us=200.0, ran_us=100.0) == 0.25
     assert rate_step(0.06, c, blocked_us=200.0, ran_us=100.0) == 0.05
+
+
+def test_every_scheduler_parameter_has_a_stated_range() -> None:
+    for name in PRIORITY.names():
+        for param in inspect.signature(PRIORITY.get(name)).parameters:
+            assert param in RANGES, (name, param)
+
+
+@pytest.mark.parametrize(("name", "params", "match"), [
+    ("time-slicing", {"timeslice_us": 0}, r"^timeslice_us: 0 must be a finite number"),
+    ("tgs", {"window_us": math.inf}, r"^window_us: inf must be"),
+    ("tgs", {"decrease": 1.5}, r"^decrease: 1.5 must be a fraction in \[0, 1\]"),
+    ("tally", {"limit_us": 0}, r"^limit_us: 0 must be a finite number of microseconds > 0"),
+    ("tally", {"idle_wait_us": True}, r"^idle_wait_us: True must be"),
+    ("reef", {"reset_us": math.nan}, r"^reset_us: nan must be"),
+])
+def test_out_of_range_parameters_are_refused(name: str, params: dict[str, object],
+                                             match: str) -> None:
+    with pytest.raises(InputError, match=match):
+        PRIORITY.create(name, **params)
+
+
+def test_parameters_in_range_build_the_scheduler() -> None:
+    s = PRIORITY.create("tally", limit_us=10, untransformed_after_us=math.inf)
+    assert (s.preemption_us, s.untransformed_after_us) == (10.0, math.inf)

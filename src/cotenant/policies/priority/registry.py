@@ -23,6 +23,11 @@
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Callable
+
+from cotenant.errors import InputError
 from cotenant.policies.priority.scheduler import (
     Blocks,
     Preemption,
@@ -33,6 +38,45 @@ from cotenant.policies.priority.scheduler import (
 from cotenant.registry import Registry
 
 PRIORITY: Registry[Scheduler] = Registry("priority scheduler")
+_MIN_US = 1.0
+"""The shortest time slice or rate-control window: below 1 us the simulator's events pile up
+without end (a 0 slice never advances)."""
+RANGES: dict[str, tuple[float, float, bool, str]] = {
+    # parameter: (least, most, least included, the rule as stated in an error)
+    "timeslice_us": (_MIN_US, math.inf, True, "a finite number of microseconds >= 1"),
+    "window_us": (_MIN_US, math.inf, True, "a finite number of microseconds >= 1"),
+    "increase": (0.0, 1.0, True, "a fraction in [0, 1] (added to the BE rate)"),
+    "decrease": (0.0, 1.0, True, "a fraction in [0, 1] (the BE rate is multiplied by it)"),
+    "tolerance": (0.0, math.inf, True, "a finite number >= 0"),
+    "reset_us": (0.0, math.inf, True, "a finite number of microseconds >= 0"),
+    "limit_us": (0.0, math.inf, False, "a finite number of microseconds > 0"),
+    "idle_wait_us": (0.0, math.inf, True, "a finite number of microseconds >= 0"),
+    "transform_overhead": (0.0, math.inf, True, "a finite number >= 0 (0.25: 25% slower)"),
+    "untransformed_after_us": (0.0, math.inf, True,
+                               "a number of microseconds >= 0, or .inf (never)"),
+}
+"""Every scheduler parameter's valid range, checked once as a scheduler is built."""
+
+
+def check_parameter(name: str, value: object) -> float:
+    """``value`` as a float if it lies in ``name``'s range (:data:`RANGES`); else an
+    :class:`InputError` naming the parameter and the rule."""
+    least, most, closed, rule = RANGES[name]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(name, f"{value!r} must be {rule}")
+    x = float(value)
+    finite_ok = math.isfinite(x) or (x == math.inf and name == "untransformed_after_us")
+    if not finite_ok or x > most or (x < least if closed else x <= least):
+        raise InputError(name, f"{x:g} must be {rule}")
+    return x
+
+
+def _checked(factory: Callable[..., Scheduler]) -> Callable[..., Scheduler]:
+    @functools.wraps(factory)
+    def build(**params: object) -> Scheduler:
+        return factory(**{k: check_parameter(k, v) if k in RANGES else v
+                          for k, v in params.items()})
+    return build
 TALLY_LIMIT_US = 31.6
 """Tally's preemption-latency limit in tally-bench's default config (0.0316 ms)."""
 TALLY_IDLE_WAIT_US = 100.0
@@ -42,6 +86,7 @@ DEFAULT_TIMESLICE_US = 2000.0
 
 
 @PRIORITY.register("time-slicing", aliases=("ts", "timeslicing"))
+@_checked
 def time_slicing(timeslice_us: float = DEFAULT_TIMESLICE_US) -> Scheduler:
     return Scheduler("time-slicing", Sharing.TIME_SLICED, timeslice_us=timeslice_us)
 
@@ -57,6 +102,7 @@ def mps_priority() -> Scheduler:
 
 
 @PRIORITY.register("tgs")
+@_checked
 def tgs(timeslice_us: float = DEFAULT_TIMESLICE_US, window_us: float = 10_000.0,
         increase: float = 0.05, decrease: float = 0.5, tolerance: float = 1.0) -> Scheduler:
     return Scheduler("tgs", Sharing.TIME_SLICED, timeslice_us=timeslice_us,
@@ -64,12 +110,14 @@ def tgs(timeslice_us: float = DEFAULT_TIMESLICE_US, window_us: float = 10_000.0,
 
 
 @PRIORITY.register("reef")
+@_checked
 def reef(reset_us: float = TALLY_LIMIT_US) -> Scheduler:
     return Scheduler("reef", Sharing.CONCURRENT, Blocks.PRIORITY, Preemption.RESET,
                      preemption_us=reset_us, be_in_requests=False, gated=True)
 
 
 @PRIORITY.register("tally")
+@_checked
 def tally(limit_us: float = TALLY_LIMIT_US, idle_wait_us: float = TALLY_IDLE_WAIT_US,
           transform_overhead: float = TALLY_TRANSFORM_OVERHEAD,
           untransformed_after_us: float = TALLY_UNTRANSFORMED_AFTER_US) -> Scheduler:

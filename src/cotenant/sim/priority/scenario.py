@@ -54,10 +54,14 @@ class PriorityScenario:
         (n, ()) for n in DEFAULT_SCHEDULERS)
 
     def __post_init__(self) -> None:
+        if self.seed < 0:
+            raise InputError("seed", f"{self.seed} must be >= 0")
         self.pair()  # checks load, requests, arrivals
         kernel_profile(self.hp)
         if self.be is not None:
             kernel_profile(self.be)
+        if self.be_trace is not None and self.be is None:
+            raise InputError("beTrace", "needs a BE job (be), whose SMs its kernels use")
         if self.max_kernels < 1:
             raise InputError("maxKernels", f"{self.max_kernels} must be >= 1")
         self.build()
@@ -88,6 +92,8 @@ class PriorityScenario:
                                ("hp", "hp", str), ("arrivals", "arrivals", str)):
             if key in data:
                 out[name] = _typed(data[key], typ, f"{where}.{key}")
+        if out.get("seed", 0) < 0:
+            raise InputError(f"{where}.seed", f"{out['seed']} must be >= 0")
         if "be" in data:
             out["be"] = None if data["be"] is None else _typed(data["be"], str, f"{where}.be")
         for key, name in (("hpTrace", "hp_trace"), ("beTrace", "be_trace")):
@@ -106,14 +112,19 @@ class PriorityScenario:
         return Pair(self.hp, self.be, self.load, self.requests, self.arrivals, self.max_kernels)
 
     def build(self) -> list[Scheduler]:
-        out = []
-        for i, (name, params) in enumerate(self.schedulers):
-            try:
-                out.append(PRIORITY.create(name, **dict(params)))
-            except TypeError as exc:
-                raise InputError(f"schedulers[{i}]", f"scheduler {name!r} takes no such "
-                                 f"parameter: {exc}") from exc
-        return out
+        return [_build(name, params, f"schedulers[{i}]")
+                for i, (name, params) in enumerate(self.schedulers)]
+
+
+def _build(name: str, params: tuple[tuple[str, Any], ...], where: str) -> Scheduler:
+    """The scheduler ``name`` with ``params``, each checked against its range; errors name
+    ``where`` (and the parameter)."""
+    try:
+        return PRIORITY.create(name, **dict(params))
+    except TypeError as exc:
+        raise InputError(where, f"scheduler {name!r} takes no such parameter: {exc}") from exc
+    except InputError as exc:
+        raise InputError(f"{where}.{exc.where}", exc.rule, hint=exc.hint) from exc
 
 
 def _typed(value: Any, typ: type, where: str) -> Any:
@@ -133,6 +144,7 @@ def _schedulers(data: Any, where: str) -> tuple[tuple[str, tuple[tuple[str, Any]
         elif isinstance(item, dict) and isinstance(item.get("name"), str):
             out.append((item["name"], tuple(sorted((k, v) for k, v in item.items()
                                                     if k != "name"))))
+            _build(*out[-1], f"{where}[{i}]")
         else:
             raise InputError(f"{where}[{i}]", "must be a scheduler name or a mapping with a "
                              "name")
