@@ -61,9 +61,13 @@ def priority(
             for r in results]
     if json_out:
         typer.echo(json.dumps({"hp": s.hp, "be": s.be, "load": s.load, "seed": s.seed,
+                               "hp_trace": str(s.hp_trace) if s.hp_trace else None,
+                               "be_trace": str(s.be_trace) if s.be_trace else None,
                                "schedulers": rows}, indent=2))
         return
-    table = Table(title=f"{s.hp} (HP, load {s.load:g}) beside {s.be or 'nothing'} (BE)")
+    hp_name = f"trace {s.hp_trace.name} ({s.hp}'s SMs)" if s.hp_trace else s.hp
+    be_name = f"trace {s.be_trace.name} ({s.be}'s SMs)" if s.be_trace and s.be else s.be
+    table = Table(title=f"{hp_name} (HP, load {s.load:g}) beside {be_name or 'nothing'} (BE)")
     for col in ("scheduler", "p99 ms", "p99 overhead", "mean overhead", "BE tput",
                 "BE vs TGS"):
         table.add_column(col, justify="left" if col == "scheduler" else "right")

@@ -1,9 +1,11 @@
 """A kernel trace: one unit of a job (an inference request, a training iteration) as a CSV of
 its kernels, for the priority-sharing simulator in place of a published profile.
 
-Columns: ``duration_us`` (the kernel's solo time, > 0), ``gap_us`` (idle time after it,
->= 0; default 0) and ``kind`` (1 compute-bound, 0 memory-bound, -1 unknown; default -1).
-``#`` lines are comments. A bad cell is a one-line error naming file, line and column.
+Columns: ``duration_us`` (the kernel's solo time, >= 0.001 us, the simulator's resolution),
+``gap_us`` (idle time after it, >= 0; default 0) and ``kind`` (1 compute-bound, 0
+memory-bound, -1 unknown; default -1); any other column is refused, so that no data is
+silently dropped. ``#`` lines are comments. A bad cell is a one-line error naming file, line
+and column.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from cotenant.errors import InputError
 from cotenant.perf.kernels import UNKNOWN, Units
 
 KINDS = (1, 0, -1)
+COLUMNS = ("duration_us", "gap_us", "kind")
+MIN_DURATION_US = 0.001
+"""The shortest kernel (1 ns): the simulator's time resolution; shorter ones lose their
+length to rounding against times in seconds."""
 
 
 def _cell(where: str, row: dict[str, str | None], col: str, default: float | None) -> float:
@@ -45,14 +51,21 @@ def parse_kernel_trace(text: str, name: str) -> Units:
         raise InputError(name, "has no kernels", hint="a header line duration_us,gap_us,kind "
                          "and one row per kernel")
     reader = csv.DictReader(io.StringIO("\n".join(line for _, line in lines)))
-    if "duration_us" not in (reader.fieldnames or []):
+    header = list(reader.fieldnames or [])
+    if "duration_us" not in header:
         raise InputError(f"{name}:{lines[0][0]}", "needs a duration_us column")
+    unknown = [c for c in header if c not in COLUMNS]
+    if unknown:
+        names = ", ".join(map(repr, unknown))
+        raise InputError(f"{name}:{lines[0][0]}", f"unknown column(s) {names}; known: "
+                         f"{', '.join(COLUMNS)}")
     dur, gap, kind = [], [], []
     for i, row in enumerate(reader, start=1):
         where = f"{name}:{lines[i][0]}"
         d = _cell(where, row, "duration_us", None)
-        if d <= 0:
-            raise InputError(f"{where}:duration_us", f"{d:g} must be > 0")
+        if d < MIN_DURATION_US:
+            raise InputError(f"{where}:duration_us", f"{d:g} must be >= {MIN_DURATION_US:g} "
+                             "(the simulator's resolution, 1 ns)")
         dur.append(d)
         gap.append(_cell(where, row, "gap_us", 0.0))
         raw = (row.get("kind") or "").strip()

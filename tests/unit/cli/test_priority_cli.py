@@ -85,3 +85,89 @@ def test_bad_scenarios_name_the_key(capsys: pytest.CaptureFixture[str], tmp_path
     code, _, err = run(capsys, "simulate", "priority", "--config", str(path))
     assert code == 2
     assert match in err
+
+
+HEAD = "apiVersion: cotenant/v1alpha1\nkind: PriorityScenario\nrequests: 5\n"
+
+
+@pytest.mark.parametrize(("body", "match"), [
+    ("schedulers: [{name: time-slicing, timeslice_us: 0}]",
+     "s.yaml.schedulers[0].timeslice_us: 0 must be a finite number of microseconds >= 1"),
+    ("schedulers: [{name: tgs, window_us: 0}]",
+     "s.yaml.schedulers[0].window_us: 0 must be a finite number of microseconds >= 1"),
+    ("schedulers: [mps, {name: tally, limit_us: -5}]",
+     "s.yaml.schedulers[1].limit_us: -5 must be a finite number of microseconds > 0"),
+    ("schedulers: [{name: tgs, decrease: 5}]",
+     "s.yaml.schedulers[0].decrease: 5 must be a fraction in [0, 1]"),
+    ("schedulers: [{name: tgs, increase: -0.1}]",
+     "s.yaml.schedulers[0].increase: -0.1 must be a fraction in [0, 1]"),
+    ("schedulers: [{name: tally, transform_overhead: -1}]",
+     "s.yaml.schedulers[0].transform_overhead: -1 must be a finite number >= 0"),
+    ("schedulers: [{name: reef, reset_us: .nan}]",
+     "s.yaml.schedulers[0].reset_us: nan must be a finite number of microseconds >= 0"),
+    ("schedulers: [{name: tally, idle_wait_us: .inf}]",
+     "s.yaml.schedulers[0].idle_wait_us: inf must be a finite number of microseconds >= 0"),
+    ("schedulers: [{name: tally, untransformed_after_us: -1}]",
+     "s.yaml.schedulers[0].untransformed_after_us: -1 must be a number of microseconds >= 0"),
+    ("schedulers: [{name: tgs, tolerance: fast}]",
+     "s.yaml.schedulers[0].tolerance: 'fast' must be a finite number >= 0"),
+    ("seed: -3", "s.yaml.seed: -3 must be >= 0"),
+])
+def test_out_of_range_parameters_are_one_line_errors(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, body: str, match: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(HEAD + body + "\n", encoding="utf-8")
+    code, _, err = run(capsys, "simulate", "priority", "--config", str(path))
+    assert code == 2
+    assert match in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_parameters_at_the_edge_of_their_range_run(capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(HEAD + "schedulers: [{name: tgs, decrease: 0, increase: 1, "
+                    "window_us: 1000}, {name: tally, untransformed_after_us: .inf, "
+                    "transform_overhead: 0}, {name: reef, reset_us: 0}]\n", encoding="utf-8")
+    code, out, _ = run(capsys, "simulate", "priority", "--config", str(path), "--json")
+    assert code == 0
+    assert len(json.loads(out)["schedulers"]) == 3
+
+
+@pytest.mark.parametrize(("rows", "match"), [
+    ("duration_us,gap_us\n10,0\n1e-300,0\n",
+     ":3:duration_us: 1e-300 must be >= 0.001 (the simulator's resolution"),
+    ("duration_us,gap_us,stream\n10,0,1\n",
+     ":1: unknown column(s) 'stream'; known: duration_us, gap_us, kind"),
+    ("duration_us, gap_us\n10,0\n", ":1: unknown column(s) ' gap_us'"),
+])
+def test_bad_traces_are_one_line_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                        rows: str, match: str) -> None:
+    trace = tmp_path / "hp.csv"
+    trace.write_text(rows, encoding="utf-8")
+    code, _, err = run(capsys, "simulate", "priority", "--hp-trace", str(trace), "-s", "tally")
+    assert code == 2
+    assert f"{trace}{match}" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_be_trace_needs_a_be_job(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    trace = tmp_path / "be.csv"
+    trace.write_text("duration_us\n100\n", encoding="utf-8")
+    path = tmp_path / "s.yaml"
+    path.write_text(HEAD + "be: null\nbeTrace: be.csv\n", encoding="utf-8")
+    code, _, err = run(capsys, "simulate", "priority", "--config", str(path))
+    assert code == 2
+    assert "beTrace: needs a BE job" in err
+
+
+def test_the_table_names_the_traces(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    hp, be = tmp_path / "my_hp.csv", tmp_path / "my_be.csv"
+    hp.write_text("duration_us,gap_us\n" + "50,5\n" * 10, encoding="utf-8")
+    be.write_text("duration_us\n" + "400\n" * 10, encoding="utf-8")
+    code, out, _ = run(capsys, "simulate", "priority", "-s", "tally", "--requests", "5",
+                       "--hp-trace", str(hp), "--be-trace", str(be))
+    assert code == 0
+    assert "my_hp.csv" in out
+    assert "my_be.csv" in out
