@@ -56,7 +56,9 @@ def priority(
     s = s.override(hp=hp, be=be, schedulers=chosen, load=load, requests=requests,
                    arrivals=arrivals, seed=seed, hp_trace=hp_trace, be_trace=be_trace)
     results = run_scenario(s)
-    tgs = next((r.be_norm_tput for r in results if r.scheduler == "tgs"), None)
+    tgs_runs = [r for r in results if r.scheduler == "tgs"] or \
+        [r for r in results if r.scheduler.startswith("tgs(")]  # TGS with parameters
+    tgs = tgs_runs[0].be_norm_tput if tgs_runs else None
     rows = [{**r.as_dict(), "be_vs_tgs": round(r.be_norm_tput / tgs, 3) if tgs else None}
             for r in results]
     if json_out:

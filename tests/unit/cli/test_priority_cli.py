@@ -171,3 +171,17 @@ def test_the_table_names_the_traces(capsys: pytest.CaptureFixture[str], tmp_path
     assert code == 0
     assert "my_hp.csv" in out
     assert "my_be.csv" in out
+
+
+def test_be_against_tgs_uses_a_tgs_with_parameters(capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(HEAD + "schedulers: [tally, {name: tgs, window_us: 5000}]\n",
+                    encoding="utf-8")
+    code, out, _ = run(capsys, "simulate", "priority", "--config", str(path), "--json")
+    assert code == 0
+    rows = json.loads(out)["schedulers"]
+    assert rows[1]["scheduler"] == "tgs(window_us=5000)"
+    assert rows[1]["be_vs_tgs"] == 1.0
+    assert rows[0]["be_vs_tgs"] == pytest.approx(rows[0]["be_norm_tput"]
+                                                 / rows[1]["be_norm_tput"], abs=2e-3)
