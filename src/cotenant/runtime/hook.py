@@ -45,17 +45,19 @@ class Runtime:
         self.installed: Any = None
 
     def touch(self) -> None:
-        """HP works now (the lease is this process's own: a forked child takes its own). A
-        board with no free slot is said once, and this process then holds no BE."""
+        """HP works now (the lease is this process's own: a forked child takes its own). It
+        runs inside the application's forward, so it never raises: a board with no free
+        slot, or one that was removed, replaced or cannot be opened when this process first
+        claims a slot, is said once on stderr, and this process then holds no BE."""
         lease = self._lease
         if lease is None or lease.pid != os.getpid():
             if self._no_slot == os.getpid():
                 return
             try:
                 lease = self._lease = HpLease(self.board, self.settings.lease_s)
-            except BoardError as exc:
+            except (BoardError, OSError) as exc:
                 self._no_slot = os.getpid()
-                _warn(f"{exc}; this process holds no best-effort work")
+                _warn(f"{exc}; this process holds no best-effort work (it runs ungated)")
                 return
         lease.touch()
 

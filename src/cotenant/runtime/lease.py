@@ -67,6 +67,8 @@ class Board:
                     raise BoardError(f"{self.path}: {size} bytes, not a priority board "
                                      f"({SIZE} bytes)")
                 self._map = mmap.mmap(fd, SIZE)
+                stat = os.fstat(fd)
+                self._file = (stat.st_dev, stat.st_ino)
         finally:
             os.close(fd)
         if _Q.unpack_from(self._map, 0)[0] != MAGIC:
@@ -113,9 +115,16 @@ class Board:
 
     def claim(self, pid: int, now_ns: int) -> int:
         """A slot for HP process ``pid``: its own if it holds one, else a free one - never
-        used, or whose lease has run out and whose holder is gone (a crashed HP process's)."""
+        used, or whose lease has run out and whose holder is gone (a crashed HP process's).
+        The path must still be the file this board mapped (:class:`BoardError` if it was
+        replaced; ``OSError`` if it is gone or cannot be opened)."""
         fd = os.open(self.path, os.O_RDWR)
         try:
+            stat = os.fstat(fd)
+            if (stat.st_dev, stat.st_ino) != self._file:  # the lock would be another file's
+                raise BoardError(f"{self.path}: the board was replaced since this process "
+                                 "mapped it (a new agent's board is not the one its BE "
+                                 "side reads)")
             with _locked(fd):
                 pids = _PIDS.unpack_from(self._map, _PIDS_AT)
                 expiries = _EXPIRIES.unpack_from(self._map, _EXPIRIES_AT)

@@ -82,4 +82,32 @@ def test_an_hp_process_that_finds_no_free_slot_says_so_once_and_runs_on(
         runtime.touch()
         runtime.touch()
     assert err.getvalue() == (f"cotenant runtime: {board.path}: all 32 HP slots are leased; "
-                              "this process holds no best-effort work\n")
+                              "this process holds no best-effort work (it runs ungated)\n")
+
+
+def test_an_hp_board_removed_before_the_first_touch_never_raises_into_the_app(
+        tmp_path: Path) -> None:
+    board = Board(tmp_path / "gpu0.board")
+    runtime = Runtime("hp", board, GateSettings())
+    board.path.unlink()  # e.g. removed between the hook's start and a forked worker's first call
+    err = io.StringIO()
+    with redirect_stderr(err):
+        runtime.touch()
+        runtime.touch()
+    assert err.getvalue().count("\n") == 1
+    assert err.getvalue().startswith("cotenant runtime: [Errno 2]")
+    assert err.getvalue().endswith("this process holds no best-effort work (it runs ungated)\n")
+
+
+def test_an_hp_board_replaced_by_another_file_is_refused_not_half_used(tmp_path: Path) -> None:
+    board = Board(tmp_path / "gpu0.board")
+    runtime = Runtime("hp", board, GateSettings())
+    board.path.unlink()
+    Board(board.path).close()  # a new agent made a new board at the same path
+    err = io.StringIO()
+    with redirect_stderr(err):
+        runtime.touch()
+    assert err.getvalue() == (f"cotenant runtime: {board.path}: the board was replaced since "
+                              "this process mapped it (a new agent's board is not the one its "
+                              "BE side reads); this process holds no best-effort work (it "
+                              "runs ungated)\n")
