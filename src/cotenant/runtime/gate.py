@@ -102,9 +102,7 @@ class Gate:
         """Before an operator: wait while the board says so; the seconds waited."""
         now = self.clock_ns()
         self.stats.checks += 1
-        if now >= self._next_beat:
-            self.source.beat(self.pid, now)
-            self._next_beat = now + int(BEAT_S * _NS)
+        self._beat(now)
         start = now
         now, _ = self._wait_hold(now)
         if now < self._free_until or self._hp_until(now) <= now:
@@ -115,6 +113,7 @@ class Gate:
             if hp <= now or now >= deadline:
                 break
             self.sleep(min(self._poll_ns, hp - now, deadline - now) / _NS)
+            self._beat(self.clock_ns())
             now, held = self._wait_hold(self.clock_ns())
             begin, deadline = begin + held, deadline + held  # the agent's, not HP's
         waited = now - begin
@@ -123,6 +122,13 @@ class Gate:
         self.stats.bounded += int(now >= deadline and self._hp_until(now) > now)
         self._free_until = now + int(waited * self._credit)
         return (now - start) / _NS
+
+    def _beat(self, now: int) -> None:
+        """Tell the board this gate is live, every :data:`BEAT_S` - waiting too: a hold longer
+        than the agent's staleness bound must not look like a gate that went away."""
+        if now >= self._next_beat:
+            self.source.beat(self.pid, now)
+            self._next_beat = now + int(BEAT_S * _NS)
 
     def _hp_until(self, now: int) -> int:
         """The latest HP lease expiry, 0 where it lies beyond any lease (:data:`MAX_LEASE_S`)."""
@@ -135,5 +141,6 @@ class Gate:
         while (until := self.source.hold_until_ns()) > now:
             self.sleep(min(self._poll_ns * 20, until - now) / _NS)
             now = self.clock_ns()
+            self._beat(now)
         self.stats.held_s += (now - start) / _NS
         return now, now - start

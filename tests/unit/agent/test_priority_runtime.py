@@ -18,7 +18,7 @@ from cotenant.agent.service import AgentService
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.errors import InputError
 from cotenant.policies.colocation import COLOCATION, GuardSettings
-from cotenant.runtime import BOARD, HOOK_DIR, ROLE, Board
+from cotenant.runtime import BOARD, HOOK_DIR, ROLE, Board, Gate, GateSettings
 
 from .harness import OFFLINE, WEB
 
@@ -173,3 +173,33 @@ def test_the_agent_resets_a_board_left_from_before(tmp_path: Path) -> None:
     assert board.hp_until_ns() == now + 10**9
     runtime.close()
     old.close()
+
+
+def test_a_long_hold_stays_the_boards_hold_to_its_end_never_a_sigstop(
+        service: AgentService) -> None:
+    """The gate beats while it waits out the agent's hold, so the guard's 30 s pause (longer
+    than the 2 s a beat stays fresh) is the board's hold all through, not SIGSTOP partway."""
+    pids = started(service, WEB, OFFLINE)
+    runtime = service.runtime
+    assert runtime is not None
+    clock = [10**12]  # one manual monotonic clock for the agent's runtime and the gate
+
+    def sleep(seconds: float) -> None:
+        clock[0] += round(seconds * 1e9)
+        seen.append(runtime.gated(0))
+        if len(seen) == 60:  # ~6 s into the hold the guard pauses again: still no signal
+            service.report_p99("web", {"p99_ms": 199.0})
+
+    seen: list[bool] = []
+    runtime.monotonic_ns = lambda: clock[0]
+    gate = Gate(runtime.board(0), GateSettings(), clock_ns=lambda: clock[0], sleep=sleep,
+                pid=pids["train"])
+    gate.check()  # the BE process's gate is live
+    service.report_p99("web", {"p99_ms": 199.0})
+    assert runtime.held(0) == 30.0
+    assert gate.check() == pytest.approx(30.0)
+    assert len(seen) > 250 and all(seen)
+    assert service.supervisor.paused() == set()
+    node = service.backend
+    assert isinstance(node, FakeNode)
+    assert not node.paused(pids["train"])

@@ -168,3 +168,12 @@ def test_an_expiry_beyond_any_lease_holds_nothing() -> None:
     assert g.check() == 0.0
     board.hp = clock.now + 59 * NS  # within the longest lease: HP is busy
     assert g.check() == pytest.approx(0.1)
+
+
+def test_a_waiting_gate_keeps_beating_through_a_long_hold() -> None:
+    g, board, clock = gate()
+    board.hold = clock.now + 5 * NS
+    g.check()
+    times = [t for _, t in board.beats]
+    assert times[0] == 10 * NS and times[-1] >= 14 * NS
+    assert max(b - a for a, b in zip(times, times[1:])) <= NS  # never near the 2 s staleness
