@@ -61,7 +61,7 @@ class GateSettings:
 class Source(Protocol):
     """What the gate reads (and where it beats): a GPU's :class:`~.lease.Board`."""
 
-    def hp_until_ns(self) -> int: ...
+    def hp_until_ns(self, before_ns: int | None = None) -> int: ...
 
     def hold_until_ns(self) -> int: ...
 
@@ -131,9 +131,9 @@ class Gate:
             self._next_beat = now + int(BEAT_S * _NS)
 
     def _hp_until(self, now: int) -> int:
-        """The latest HP lease expiry, 0 where it lies beyond any lease (:data:`MAX_LEASE_S`)."""
-        hp = self.source.hp_until_ns()
-        return 0 if hp - now > self._max_lease_ns else hp
+        """The latest HP lease expiry of those within :data:`MAX_LEASE_S` of ``now`` (one
+        further ahead is from before a reboot and holds nothing, nor hides the others)."""
+        return self.source.hp_until_ns(now + self._max_lease_ns)
 
     def _wait_hold(self, now: int) -> tuple[int, int]:
         """Wait out the agent's hold, if any: the time after it, and how long it was (ns)."""

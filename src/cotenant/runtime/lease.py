@@ -33,6 +33,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from .gate import MAX_LEASE_S
+
 MAGIC = 0x31304F4952505443  # b"CTPRIO01", little-endian
 SLOTS = 32
 """HP processes one GPU's board holds at once (a serving process and its workers)."""
@@ -44,6 +46,7 @@ _EXPIRIES_AT = _PIDS_AT + _PIDS.size
 SIZE = _EXPIRIES_AT + _EXPIRIES.size
 _HOLD_AT, _BEAT_AT, _BE_PID_AT = 8, 16, 24
 _Q = struct.Struct("<q")
+_MAX_LEASE_NS = int(MAX_LEASE_S * 1_000_000_000)
 
 
 class BoardError(Exception):
@@ -80,9 +83,12 @@ class Board:
 
     # --- read by the BE side ----------------------------------------------------------------
 
-    def hp_until_ns(self) -> int:
-        """The latest HP lease expiry (monotonic ns; 0: none ever)."""
-        return int(max(_EXPIRIES.unpack_from(self._map, _EXPIRIES_AT)))
+    def hp_until_ns(self, before_ns: int | None = None) -> int:
+        """The latest HP lease expiry (monotonic ns; 0: none), of those up to ``before_ns``
+        where given: a slot whose expiry lies beyond any lease (a time from before a reboot)
+        is filtered out slot by slot, so it cannot hide the live leases beside it."""
+        expiries = _EXPIRIES.unpack_from(self._map, _EXPIRIES_AT)
+        return int(max((e for e in expiries if before_ns is None or e <= before_ns), default=0))
 
     def hold_until_ns(self) -> int:
         """The agent's hold: no BE operator starts before this (monotonic ns)."""
@@ -115,7 +121,8 @@ class Board:
 
     def claim(self, pid: int, now_ns: int) -> int:
         """A slot for HP process ``pid``: its own if it holds one, else a free one - never
-        used, or whose lease has run out and whose holder is gone (a crashed HP process's).
+        used, whose lease has run out and whose holder is gone (a crashed HP process's), or
+        whose expiry lies beyond any lease (:data:`~.gate.MAX_LEASE_S`: from before a reboot).
         The path must still be the file this board mapped (:class:`BoardError` if it was
         replaced; ``OSError`` if it is gone or cannot be opened)."""
         fd = os.open(self.path, os.O_RDWR)
@@ -131,7 +138,9 @@ class Board:
                 if pid in pids:
                     return pids.index(pid)
                 for slot, (holder, expiry) in enumerate(zip(pids, expiries, strict=True)):
-                    if expiry <= now_ns and not _alive(holder):
+                    stale = expiry - now_ns > _MAX_LEASE_NS  # before a reboot: no holder
+                    if stale or (expiry <= now_ns and not _alive(holder)):
+                        self.renew(slot, 0)
                         _Q.pack_into(self._map, _PIDS_AT + 8 * slot, pid)
                         return slot
         finally:

@@ -19,8 +19,8 @@ class Board:
         self.hold = 0
         self.beats: list[tuple[int, int]] = []
 
-    def hp_until_ns(self) -> int:
-        return self.hp
+    def hp_until_ns(self, before_ns: int | None = None) -> int:
+        return self.hp if before_ns is None or self.hp <= before_ns else 0
 
     def hold_until_ns(self) -> int:
         return self.hold

@@ -136,8 +136,29 @@ def test_the_board_holds_slots_for_many_hp_processes_then_refuses(board: Board) 
     slots = set()
     for i in range(SLOTS):  # pids of no process: a slot is theirs while their lease runs
         slot = board.claim(10**7 + i, now)
-        board.renew(slot, now + 10**12)
+        board.renew(slot, now + 50 * 10**9)  # within the longest lease
         slots.add(slot)
     assert len(slots) == SLOTS
     with pytest.raises(BoardError, match="all 32 HP slots are leased"):
         board.claim(os.getppid(), now)
+
+
+def test_a_stale_slot_from_before_a_reboot_hides_no_live_lease(board: Board) -> None:
+    now = time.monotonic_ns()
+    board.renew(board.claim(10**7, now), now + 10 * 86400 * 10**9)  # beyond any lease
+    live = HpLease(board, 5.0, pid=10**7 + 1)
+    live.touch()
+    gate = Gate(board, GateSettings(max_hold_s=0.05))
+    assert gate.check() >= 0.05  # held by the live lease up to the bound
+    assert gate.stats.bounded == 1
+
+
+def test_a_stale_slot_is_claimed_again(board: Board) -> None:
+    from cotenant.runtime.lease import SLOTS  # noqa: PLC0415
+
+    now = time.monotonic_ns()
+    for i in range(SLOTS):  # every slot held by a live-looking pid...
+        board.renew(board.claim(10**7 + i, now), now + 50 * 10**9)
+    board.renew(5, now + 10**15)  # ...slot 5's expiry from before a reboot
+    assert board.claim(os.getppid(), now) == 5
+    assert board.hp_until_ns() == now + 50 * 10**9  # the stale expiry went with its slot

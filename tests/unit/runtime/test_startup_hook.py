@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+import time
 from contextlib import redirect_stderr
 from pathlib import Path
 
@@ -75,7 +76,8 @@ def test_an_hp_process_that_finds_no_free_slot_says_so_once_and_runs_on(
         tmp_path: Path) -> None:
     board = Board(tmp_path / "gpu0.board")
     for i in range(SLOTS):  # every slot leased by a live-looking holder
-        board.renew(board.claim(10**7 + i, 0), 2**62)
+        now = time.monotonic_ns()
+        board.renew(board.claim(10**7 + i, now), now + 50 * 10**9)
     runtime = Runtime("hp", board, GateSettings())
     err = io.StringIO()
     with redirect_stderr(err):
