@@ -113,3 +113,37 @@ def test_an_hp_board_replaced_by_another_file_is_refused_not_half_used(tmp_path:
                               "this process mapped it (a new agent's board is not the one its "
                               "BE side reads); this process holds no best-effort work (it "
                               "runs ungated)\n")
+
+
+APP_PROBE = """
+import sys
+import sitecustomize
+print(getattr(sitecustomize, "MARK", "hook"))
+print("runtime" if sys.modules.get("_cotenant_runtime.hook") is not None else "none")
+"""
+
+
+def app_site(tmp_path: Path, body: str) -> dict[str, str]:
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "sitecustomize.py").write_text(body)
+    return runtime_env("hp", tmp_path / "gpu0.board", GateSettings(), str(app))
+
+
+def test_import_sitecustomize_in_the_app_finds_the_apps_module(tmp_path: Path) -> None:
+    env = app_site(tmp_path, "MARK = 'app'\n")
+    out = subprocess.run([sys.executable, "-c", APP_PROBE], env=env, capture_output=True,
+                         text=True, timeout=60, cwd=tmp_path, check=False)
+    assert (out.returncode, out.stderr) == (0, "")
+    assert out.stdout.split() == ["app", "runtime"]
+
+
+def test_an_apps_failing_sitecustomize_is_said_without_claiming_the_runtime_is_off(
+        tmp_path: Path) -> None:
+    env = app_site(tmp_path, "MARK = 'app'\nraise RuntimeError('boom')\n")
+    out = subprocess.run([sys.executable, "-c", APP_PROBE], env=env, capture_output=True,
+                         text=True, timeout=60, cwd=tmp_path, check=False)
+    assert out.returncode == 0
+    assert out.stdout.split() == ["hook", "runtime"]  # the runtime is on
+    assert out.stderr == ("cotenant runtime: the sitecustomize this hook runs after it failed "
+                          "(RuntimeError: boom); the runtime is not affected\n")

@@ -31,18 +31,32 @@ def _activate() -> None:
 
 
 def _chain() -> None:
-    """Run the ``sitecustomize`` this one shadows (a distribution's), as Python would have."""
+    """Run the ``sitecustomize`` this one shadows (the application's or a distribution's), as
+    Python would have, and leave it as ``sys.modules["sitecustomize"]`` (the import system
+    takes whatever that entry holds once this module has run), so ``import sitecustomize``
+    in the application finds its own module, not this hook."""
     path = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
     if spec is None or spec.loader is None:
         return
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-
-
-for _step in (_activate, _chain):
+    own = sys.modules.get(__name__)
+    sys.modules["sitecustomize"] = module
     try:
-        _step()
-    except Exception as _exc:
-        sys.stderr.write(f"cotenant runtime: startup hook failed ({type(_exc).__name__}: "
-                         f"{_exc}); this process runs ungated\n")
+        spec.loader.exec_module(module)
+    except BaseException:
+        if own is not None:  # a module that failed to run is not left importable
+            sys.modules["sitecustomize"] = own
+        raise
+
+
+try:
+    _activate()
+except Exception as _exc:
+    sys.stderr.write(f"cotenant runtime: startup hook failed ({type(_exc).__name__}: "
+                     f"{_exc}); this process runs ungated\n")
+try:
+    _chain()
+except Exception as _exc:  # the runtime's state is as _activate left it
+    sys.stderr.write(f"cotenant runtime: the sitecustomize this hook runs after it failed "
+                     f"({type(_exc).__name__}: {_exc}); the runtime is not affected\n")
