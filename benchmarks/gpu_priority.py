@@ -7,10 +7,14 @@ runtime's environment (:func:`cotenant.runtime.runtime_env`: the startup hook, n
 either program), the plain rows without it.
 
 * HP: inference of a stack of ``--width`` x ``--width`` linear layers (``--depth`` of them,
-  fp16 on a GPU: 2 GiB of weights read per request by default), batch ``--batch``, closed
-  loop with exponential think times that keep it busy ``--load`` of the time alone; a
-  request's latency runs from its start to its result on the host (``.cpu()``, as a server
-  answers).
+  fp16 on a GPU: 2 GiB of weights read per request by default), batch ``--batch``, open
+  loop: requests arrive at Poisson times (a seeded schedule, the same in every row) at the
+  rate that keeps HP busy ``--load`` of the time alone, and are served one at a time in
+  arrival order; a request's latency runs from its *scheduled arrival* to its result on the
+  host (``.cpu()``, as a server answers), so time spent queued behind a slow request counts.
+  The service time behind the rate is measured once, in the ``hp-alone`` row (median of 50
+  requests alone on the device), and passed to every later row: every row offers HP the same
+  load, whatever BE does to its service time.
 * BE: training of the same stack in fp32, batch 64, SGD, ``loss.item()`` each step.
 
 The runtime's lease (``--lease-s``, 5 ms here against the agent's 20 ms default) must be
@@ -55,6 +59,16 @@ def _stack(torch: Any, width: int, depth: int, device: str, dtype: Any) -> Any:
     return torch.nn.Sequential(*layers)
 
 
+def arrivals(service_s: float, load: float, seconds: float, seed: int = 1) -> list[float]:
+    """Poisson arrival offsets (s) in ``[0, seconds)`` at ``load / service_s`` a second."""
+    rng, out, t = random.Random(seed), [], 0.0
+    while True:
+        t += rng.expovariate(load / service_s)
+        if t >= seconds:
+            return out
+        out.append(t)
+
+
 def child_hp(args: argparse.Namespace) -> dict[str, Any]:
     import torch  # noqa: PLC0415 - only the children need it
 
@@ -62,25 +76,26 @@ def child_hp(args: argparse.Namespace) -> dict[str, Any]:
     dtype = torch.float16 if args.device != "cpu" else torch.float32
     net = _stack(torch, args.width, args.depth, args.device, dtype).eval()
     x = torch.randn(args.batch, args.width, device=args.device, dtype=dtype)
-    rng = random.Random(1)
     with torch.inference_mode():
         for _ in range(20):  # warm up
             net(x).cpu()
-        solo = []
-        for _ in range(50):  # the solo request time (median), for the think times
-            t = time.monotonic()
-            net(x).cpu()
-            solo.append(time.monotonic() - t)
-        service_s = sorted(solo)[len(solo) // 2]
-        think_s = service_s * (1.0 / args.load - 1.0)
+        service_s = args.service_ms / 1e3
+        if service_s <= 0:  # hp-alone: the solo request time (median), for every row's rate
+            solo = []
+            for _ in range(50):
+                t = time.monotonic()
+                net(x).cpu()
+                solo.append(time.monotonic() - t)
+            service_s = sorted(solo)[len(solo) // 2]
         Path(args.ready).touch()
         lat: list[float] = []
         start = time.monotonic()
-        while time.monotonic() - start < args.seconds:
-            t = time.monotonic()
+        for offset in arrivals(service_s, args.load, args.seconds):
+            due = start + offset
+            if (ahead := due - time.monotonic()) > 0:
+                time.sleep(ahead)
             net(x).cpu()
-            lat.append(time.monotonic() - t)
-            time.sleep(rng.expovariate(1.0 / think_s) if think_s > 0 else 0.0)
+            lat.append(time.monotonic() - due)  # from the scheduled arrival: queueing counts
         end = time.monotonic()
     lat.sort()
     return {"window": [start, end], "requests": len(lat), "service_ms": service_s * 1e3,
@@ -130,7 +145,8 @@ def _spawn(role: str, args: argparse.Namespace, tmp: Path, runtime: bool,
     argv = [sys.executable, __file__, "--child", role, "--result", str(out), "--ready",
             str(ready), "--stop", str(tmp / "stop"), "--device", args.device,
             "--width", str(args.width), "--depth", str(args.depth), "--batch",
-            str(args.batch), "--load", str(args.load), "--seconds", str(args.seconds)]
+            str(args.batch), "--load", str(args.load), "--seconds", str(args.seconds),
+            "--service-ms", str(args.service_ms)]
     return subprocess.Popen(argv, env=env), out, ready
 
 
@@ -218,6 +234,8 @@ def main() -> None:
     parser.add_argument("--lease-s", type=float, default=0.005)
     parser.add_argument("--max-hold-s", type=float, default=0.1)
     parser.add_argument("--floor", type=float, default=0.1)
+    parser.add_argument("--service-ms", type=float, default=0.0, help="HP's request time "
+                        "alone (ms) behind its arrival rate; 0: measured in hp-alone")
     parser.add_argument("--child", choices=["hp", "be"], help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     parser.add_argument("--ready", help=argparse.SUPPRESS)
@@ -243,6 +261,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cotenant-priority-") as tmp:
         for name in ("hp-alone", "be-alone", "be-alone-runtime", "plain", "runtime"):
             rows.append(run_row(name, args, Path(tmp)))
+            if name == "hp-alone":  # the same offered load in every later row
+                args.service_ms = rows[-1]["service_ms"]
             _write(rows, meta, args.out)
             print(json.dumps(rows[-1], default=str), flush=True)
     print(f"wrote {args.out} and {args.out.with_suffix('.csv')}")
