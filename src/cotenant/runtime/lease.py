@@ -14,8 +14,10 @@ stores into it: each time it works it moves its slot's expiry to ``now + lease``
 reads every expiry in one unpack and is held while any lies in the future. A lease is never a
 latch: an HP process that crashes, hangs or is SIGKILLed stops renewing, and its lease runs
 out ``lease`` later whatever state it died in. Every time here is ``time.monotonic_ns`` -
-``CLOCK_MONOTONIC``, one clock for every process of the machine on Linux, which no wall-clock
-step moves. A slot whose lease ran out and whose holder is gone is free to claim again.
+``CLOCK_MONOTONIC``, which no wall-clock step moves: one clock for every process of a Linux
+machine that shares the agent's time namespace (a process in another time namespace reads
+it with an offset, and the board's times are then wrong for it). A slot whose lease ran out
+and whose holder is gone is free to claim again.
 
 Each field is one aligned 8-byte store by its single writer (the slot's owner, the agent, the
 BE process); a reader that raced a store sees the old or the new value, and either is a state
@@ -63,7 +65,8 @@ class Board:
         try:
             with _locked(fd):
                 size = os.fstat(fd).st_size
-                if size == 0:
+                if size == 0:  # new: every user's workload may take a lease (not the umask's)
+                    os.fchmod(fd, 0o666)
                     os.ftruncate(fd, SIZE)
                     os.pwrite(fd, _Q.pack(MAGIC), 0)
                 elif size != SIZE:

@@ -162,3 +162,13 @@ def test_a_stale_slot_is_claimed_again(board: Board) -> None:
     board.renew(5, now + 10**15)  # ...slot 5's expiry from before a reboot
     assert board.claim(os.getppid(), now) == 5
     assert board.hp_until_ns() == now + 50 * 10**9  # the stale expiry went with its slot
+
+
+def test_a_new_board_is_writable_by_every_users_workload_whatever_the_umask(
+        tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        Board(tmp_path / "gpu0.board").close()
+    finally:
+        os.umask(old)
+    assert (tmp_path / "gpu0.board").stat().st_mode & 0o777 == 0o666

@@ -19,6 +19,9 @@ _NAME = "_cotenant_runtime"
 def _activate() -> None:
     if not os.environ.get("COTENANT_PRIORITY_ROLE"):
         return
+    if sys.version_info < (3, 10):
+        raise RuntimeError("the runtime needs Python 3.10 or later, this is "
+                           f"{sys.version_info[0]}.{sys.version_info[1]}")
     package = os.path.dirname(_HERE)
     spec = importlib.util.spec_from_file_location(
         _NAME, os.path.join(package, "__init__.py"), submodule_search_locations=[package])
