@@ -38,9 +38,10 @@ class GateSettings:
     """The runtime's knobs, the same for the HP and the BE side of a GPU."""
 
     lease_s: float = 0.02
-    """HP side: BE stays held this long after HP's last operator (kernels it queued still run,
-    and a request's next operator often follows soon); also how long a crashed HP process
-    can hold BE."""
+    """HP side: BE stays held this long after HP's last module call on the host. A lease
+    covers kernels launched, not finished: it should last at least as long as HP's GPU work
+    runs on after its last module call, or BE launches again under it. Also how long a
+    crashed HP process can hold BE."""
     max_hold_s: float = 0.1
     """BE side: the longest one wait for HP lasts."""
     floor: float = 0.1
