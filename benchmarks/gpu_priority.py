@@ -61,7 +61,8 @@ def _stack(torch: Any, width: int, depth: int, device: str, dtype: Any) -> Any:
 
 def arrivals(service_s: float, load: float, seconds: float, seed: int = 1) -> list[float]:
     """Poisson arrival offsets (s) in ``[0, seconds)`` at ``load / service_s`` a second."""
-    rng, out, t = random.Random(seed), [], 0.0
+    rng, t = random.Random(seed), 0.0
+    out: list[float] = []
     while True:
         t += rng.expovariate(load / service_s)
         if t >= seconds:

@@ -198,7 +198,8 @@ def test_a_long_hold_stays_the_boards_hold_to_its_end_never_a_sigstop(
     service.report_p99("web", {"p99_ms": 199.0})
     assert runtime.held(0) == 30.0
     assert gate.check() == pytest.approx(30.0)
-    assert len(seen) > 250 and all(seen)
+    assert len(seen) > 250
+    assert all(seen)
     assert service.supervisor.paused() == set()
     node = service.backend
     assert isinstance(node, FakeNode)

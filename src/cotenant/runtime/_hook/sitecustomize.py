@@ -19,7 +19,7 @@ _NAME = "_cotenant_runtime"
 def _activate() -> None:
     if not os.environ.get("COTENANT_PRIORITY_ROLE"):
         return
-    if sys.version_info < (3, 10):
+    if sys.version_info < (3, 10):  # noqa: UP036 - this file runs in the workload's Python
         raise RuntimeError("the runtime needs Python 3.10 or later, this is "
                            f"{sys.version_info[0]}.{sys.version_info[1]}")
     package = os.path.dirname(_HERE)
