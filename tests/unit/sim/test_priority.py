@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from cotenant.perf.kernels import kernel_profile
+from cotenant.perf.kernels import UNKNOWN, Units, kernel_profile
 from cotenant.policies.priority import PRIORITY
 from cotenant.sim.priority.compare import colocation_check, compare, summary
 from cotenant.sim.priority.engine import Engine
@@ -105,6 +105,24 @@ def test_a_run_is_the_same_bit_for_bit_under_one_seed() -> None:
     a = run_pair(PRIORITY.create("tgs"), Pair("bert", BE, requests=30), 5)
     b = run_pair(PRIORITY.create("tgs"), Pair("bert", BE, requests=30), 5)
     assert a == b
+
+
+def test_a_kernel_end_below_the_clock_resolution_does_not_stop_time() -> None:
+    # 35 s into a run a float's spacing (7e-9 us) exceeds the completion tolerance: a BE
+    # kernel with 1e-9 of its 2.3 us left would end at t itself, for ever (a Llama-2 run did)
+    t0 = 34725109.01160847
+    hp = Units(np.array([5.0]), np.array([0.0]), np.array([UNKNOWN]))
+    be = BeStream(Units(np.array([2.2788790115912816, 3.0]), np.zeros(2),
+                        np.array([UNKNOWN, UNKNOWN])), 50.0, 1.0)
+    engine = Engine(PRIORITY.create("tally"), hp, 50.0, be, np.array([t0 - 10.0]),
+                    np.random.default_rng(0))
+    engine.t, engine.cur, engine.next_req = t0, t0 - 10.0, 1
+    engine.hp_ready_at, engine.hp_idle_since = t0 + 30.0, t0 - 5.0
+    engine.be_on, engine.a_b, be.frac = True, 50.0, 1.0549310314189597e-09
+    result = engine.run()
+    assert len(result.latency_us) == 1
+    assert result.end_us >= t0 + 35.0
+    assert be.kernels >= 1
 
 
 def test_llama_requests_are_coarsened_but_keep_their_length() -> None:

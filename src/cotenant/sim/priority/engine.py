@@ -224,6 +224,12 @@ class Engine:
             self.stall_since = None
         self.t += dt
 
+    def _below_clock(self, left_us: float, rate: float) -> bool:
+        """Whether a kernel's remaining time is below the clock's resolution at ``t``: its
+        end time would round to ``t`` itself and time would stop (late in a long run, where
+        a float's spacing exceeds the fixed tolerances). It ends now."""
+        return rate > 0 and left_us > 0 and self.t + left_us / rate <= self.t
+
     # -- what happened at t ------------------------------------------------------------
     def _hp_done(self) -> None:
         self.hp_run, self.a_h = False, 0.0
@@ -281,9 +287,11 @@ class Engine:
             r_h, r_b = self._rates()
             nxt = self._next(r_h, r_b, horizon)
             self._advance(nxt - self.t, r_h, r_b)
-            if self.hp_run and self.hp_rem <= 1e-7:
+            if self.hp_run and (self.hp_rem <= 1e-7 or self._below_clock(self.hp_rem, r_h)):
                 self._hp_done()
-            if self.be is not None and self.be_on and self.be.frac <= EPS:
+            be = self.be
+            if be is not None and self.be_on and (
+                    be.frac <= EPS or self._below_clock(be.frac * be.duration * be.factor, r_b)):
                 self._be_done()
             if self.t >= self.release_at - EPS:
                 self._release()
