@@ -28,6 +28,20 @@ def _short(job: str | None) -> str:
     return (job or "-").split("_")[1] if job else "-"
 
 
+def _print_summary(label: str, table: list[dict[str, object]]) -> None:
+    print(f"\nmeans over the {label} pairs")
+    print("| scheduler | p99 overhead ours | paper | mean overhead ours | BE tput ours | "
+          "paper | BE vs TGS | system vs TGS |")
+    print("|---|---|---|---|---|---|---|---|")
+    for s in table:
+        paper = s["paper_p99_overhead_pct"]
+        print(f"| {s['scheduler']} | {s['p99_overhead_pct']}% | "
+              f"{'-' if paper is None else f'{paper}%'}"
+              f" | {s['mean_overhead_pct']}% | {s['be_norm_tput']} | "
+              f"{'-' if s['paper_be_norm_tput'] is None else s['paper_be_norm_tput']} | "
+              f"{s.get('be_vs_tgs', '-')} | {s.get('system_vs_tgs', '-')} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=200, help="BERT requests per run")
@@ -51,18 +65,13 @@ def main() -> None:
         paper_be = "-" if r.paper_be_tput is None else f"{r.paper_be_tput:.2f}"
         print(f"| {_short(o.hp)} | {_short(o.be)} | {o.scheduler} | {o.p99_ratio:.2f} | "
               f"{paper_p99} | {o.be_norm_tput:.2f} | {paper_be} |")
-    print()
-    print("| scheduler | p99 overhead ours | paper | mean overhead ours | BE tput ours | "
-          "paper | BE vs TGS | system vs TGS |")
-    print("|---|---|---|---|---|---|---|---|")
-    table = summary(rows)
-    for s in table:
-        paper = s["paper_p99_overhead_pct"]
-        print(f"| {s['scheduler']} | {s['p99_overhead_pct']}% | "
-              f"{'-' if paper is None else f'{paper}%'}"
-              f" | {s['mean_overhead_pct']}% | {s['be_norm_tput']} | "
-              f"{'-' if s['paper_be_norm_tput'] is None else s['paper_be_norm_tput']} | "
-              f"{s.get('be_vs_tgs', '-')} | {s.get('system_vs_tgs', '-')} |")
+    by_hp = {hp: [r for r in rows if r.ours.hp.startswith(f"onnxruntime_{hp}")]
+             for hp in ("bert", "llama")}
+    tables = {hp: summary(mine) for hp, mine in by_hp.items() if mine}
+    if len(tables) > 1:
+        tables["all"] = summary(rows)
+    for label, table in tables.items():
+        _print_summary(label, table)
     check = colocation_check(rows)
     print("\nco-location calibration (stretch, cost per training job): ours | published")
     for c in check:
@@ -71,7 +80,8 @@ def main() -> None:
           f"python {platform.python_version()}")
     if args.json:
         args.json.write_text(json.dumps({"rows": [r.as_dict() for r in rows],
-                                         "summary": table, "colocation": check,
+                                         "summary": tables.get("all") or summary(rows),
+                                         "summaries": tables, "colocation": check,
                                          "wall_s": round(wall, 1)},
                                         indent=2), encoding="utf-8")
 
