@@ -5,7 +5,8 @@ tally-bench on an A100-40GB) under each scheduler: HP p99 ratio and BE normalise
 throughput, ours beside the published figure, then the means per scheduler with BE and
 system throughput relative to TGS. ``--json`` writes the rows.
 
-    .venv/bin/python benchmarks/priority.py [--requests 200 --llama-requests 20 --seed 0 --hp bert]
+    .venv/bin/python benchmarks/priority.py [--requests 200 --llama-requests 20 --seed 0 --hp bert
+                                         --max-kernels 1000]
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import platform
 import time
 from pathlib import Path
 
+from cotenant.perf.kernels import DEFAULT_MAX_KERNELS
 from cotenant.sim.priority.compare import (
     DEFAULT_SCHEDULERS,
     colocation_check,
@@ -50,12 +52,16 @@ def main() -> None:
     ap.add_argument("--scheduler", action="append", help="repeatable (default: all seven)")
     ap.add_argument("--hp", action="append", choices=("bert", "llama"),
                     help="only the pairs of this HP model, repeatable (default: both)")
+    ap.add_argument("--max-kernels", type=int, default=DEFAULT_MAX_KERNELS,
+                    help="coarsen longer HP requests to this many kernel groups (Llama-2 has "
+                         "about 49,000 kernels; 60000 keeps every one)")
     ap.add_argument("--json", type=Path, help="write the rows and summary here")
     args = ap.parse_args()
     started = time.perf_counter()
     rows = compare(tuple(args.scheduler or DEFAULT_SCHEDULERS), requests=args.requests,
                    llama_requests=args.llama_requests, seed=args.seed,
-                   hp_models=tuple(args.hp or ("bert", "llama")))
+                   hp_models=tuple(args.hp or ("bert", "llama")),
+                   max_kernels=args.max_kernels)
     wall = time.perf_counter() - started
     print("| HP | BE | scheduler | p99 x ours | p99 x paper | BE tput ours | BE tput paper |")
     print("|---|---|---|---|---|---|---|")

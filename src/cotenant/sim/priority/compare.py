@@ -14,6 +14,7 @@ import numpy as np
 
 from cotenant.perf import published
 from cotenant.perf.interference import interference, stretch_from_p99_ratio
+from cotenant.perf.kernels import DEFAULT_MAX_KERNELS
 from cotenant.perf.mps import TALLY_HP_LOAD
 from cotenant.policies.priority import PRIORITY
 from cotenant.sim.priority.run import Pair, PairResult, run_pair
@@ -42,9 +43,10 @@ def _hp_name(server_job: str) -> str:
 
 def compare(schedulers: tuple[str, ...] = DEFAULT_SCHEDULERS, *, requests: int = 200,
             llama_requests: int = 20, seed: int = 0,
-            hp_models: tuple[str, ...] = ("bert", "llama")) -> list[ComparedRow]:
+            hp_models: tuple[str, ...] = ("bert", "llama"),
+            max_kernels: int = DEFAULT_MAX_KERNELS) -> list[ComparedRow]:
     """Every published pair (of the HP models named) under every scheduler, the same draws
-    for each scheduler."""
+    for each scheduler; HP requests longer than ``max_kernels`` kernels are coarsened."""
     rows = []
     for pair in published.tally_pairs():
         hp = _hp_name(pair.hp_job)
@@ -52,7 +54,8 @@ def compare(schedulers: tuple[str, ...] = DEFAULT_SCHEDULERS, *, requests: int =
             continue
         n = llama_requests if hp == "llama" else requests
         for name in schedulers:
-            result = run_pair(PRIORITY.create(name), Pair(hp, pair.be_job, requests=n), seed)
+            result = run_pair(PRIORITY.create(name), Pair(hp, pair.be_job, requests=n,
+                                                                  max_kernels=max_kernels), seed)
             col = PAPER_COLUMN.get(PRIORITY.canonical(name))
             rows.append(ComparedRow(result, pair.hp_p99_ratio[col] if col else None,
                                     pair.be_norm_tput[col] if col else None))
