@@ -53,6 +53,11 @@ class Engine:
     def __init__(self, scheduler: Scheduler, hp: Units, hp_sms: float, be: BeStream | None,
                  arrivals_us: FloatArray, rng: np.random.Generator) -> None:
         self.s, self.hp, self.be, self.arr, self.rng = scheduler, hp, be, arrivals_us, rng
+        # Python lists: indexing them is several times faster than numpy scalars
+        self._arr: list[float] = arrivals_us.tolist()
+        self._dur: list[float] = hp.duration_us.tolist()
+        self._gap: list[float] = hp.gap_us.tolist()
+        self._kind: list[int] = hp.kind.tolist()
         self.m_h = min(hp_sms, A100_SMS)
         self.m_b = min(be.sms, A100_SMS) if be is not None else 0.0
         self.t = 0.0
@@ -72,14 +77,14 @@ class Engine:
 
     # -- observation and decisions -------------------------------------------------------
     def observe(self) -> Observation:
-        hp_kind = int(self.hp.kind[self.k]) if self.hp_run else UNKNOWN
+        hp_kind = self._kind[self.k] if self.hp_run else UNKNOWN
         return Observation(self.t, self.cur is not None, self.hp_run, self.hp_idle_since,
                            hp_kind, self.be.kind if self.be is not None else UNKNOWN)
 
     def _admit(self) -> None:
-        if self.cur is None and self.next_req < len(self.arr) and \
-                self.arr[self.next_req] <= self.t + EPS:
-            self.cur = float(self.arr[self.next_req])
+        if self.cur is None and self.next_req < len(self._arr) and \
+                self._arr[self.next_req] <= self.t + EPS:
+            self.cur = self._arr[self.next_req]
             self.next_req += 1
             self.k, self.hp_ready_at = 0, self.t
             if self.be_on and self.s.preemption is Preemption.RESET:
@@ -89,7 +94,7 @@ class Engine:
         if self.cur is None or self.hp_run or self.hp_ready_at > self.t + EPS:
             return
         self.hp_run, self.hp_idle_since = True, None
-        self.hp_rem = float(self.hp.duration_us[self.k])
+        self.hp_rem = self._dur[self.k]
         if self.s.sharing is Sharing.CONCURRENT:
             self.a_h = min(self.m_h, A100_SMS - self.a_b)
             if self.be_on and self.release_at == math.inf:
@@ -159,7 +164,7 @@ class Engine:
             return False
         if self.cur is not None or self.hp_run:
             return self._slice_alone(be, horizon)
-        nxt = float(self.arr[self.next_req]) if self.next_req < len(self.arr) else horizon
+        nxt = self._arr[self.next_req] if self.next_req < len(self._arr) else horizon
         until = min(nxt, horizon, self.window_end)
         idle = self.hp_idle_since if self.hp_idle_since is not None else self.t
         switch = idle + s.untransformed_after_us
@@ -192,21 +197,23 @@ class Engine:
         return True
 
     def _next(self, r_h: float, r_b: float, horizon: float) -> float:
-        times = [horizon, self.release_at, self.window_end]
-        if self.cur is None and self.next_req < len(self.arr):
-            times.append(float(self.arr[self.next_req]))
+        # the earliest of the candidate times (one running minimum, no list: this is the
+        # engine's innermost step)
+        m = min(horizon, self.release_at, self.window_end)
+        if self.cur is None and self.next_req < len(self._arr):
+            m = min(m, self._arr[self.next_req])
         if self.cur is not None and not self.hp_run:
-            times.append(self.hp_ready_at)
+            m = min(m, self.hp_ready_at)
         if r_h > 0:
-            times.append(self.t + self.hp_rem / r_h)
+            m = min(m, self.t + self.hp_rem / r_h)
         be = self.be
         if be is not None and self.be_on and r_b > 0:
-            times.append(self.t + be.frac * be.duration * be.factor / r_b)
+            m = min(m, self.t + be.frac * be.duration * be.factor / r_b)
         if be is not None and not self.be_on:
-            times.append(max(be.ready_at, self.pause_until, self.be_gate))
+            m = min(m, max(be.ready_at, self.pause_until, self.be_gate))
         if self.s.sharing is Sharing.TIME_SLICED:
-            times.append(self.slice_end)
-        return max(self.t, min(times))
+            m = min(m, self.slice_end)
+        return max(self.t, m)
 
     def _advance(self, dt: float, r_h: float, r_b: float) -> None:
         self.hp_rem -= r_h * dt
@@ -239,12 +246,12 @@ class Engine:
             self.release_at, self.release_mode = math.inf, ""
         if self.be_on and self.s.sharing is Sharing.CONCURRENT:
             self.a_b = self.m_b
-        if self.k == len(self.hp.duration_us):
+        if self.k == len(self._dur):
             assert self.cur is not None
             self.lat.append(self.t - self.cur)
             self.cur = None
         else:
-            self.hp_ready_at = self.t + float(self.hp.gap_us[self.k - 1])
+            self.hp_ready_at = self.t + self._gap[self.k - 1]
 
     def _be_done(self) -> None:
         be = self.be
@@ -275,7 +282,7 @@ class Engine:
 
     def run(self, horizon: float = math.inf) -> EngineResult:
         """Until every request has completed (or ``horizon``)."""
-        n = len(self.arr)
+        n = len(self._arr)
         while len(self.lat) < n and self.t < horizon:
             self._admit()
             self._launch_hp()
