@@ -21,6 +21,8 @@ Without a part name every part runs, the pure core first. Results go to
 from __future__ import annotations
 
 import argparse
+import filecmp
+import fnmatch
 import json
 import math
 import platform
@@ -204,12 +206,14 @@ def run_part(part: Part, jobs: int) -> dict[str, object]:
 
 
 def recheck_part(part: Part, jobs: int, tests: Sequence[str]) -> dict[str, object]:
-    """Test the survivors of an earlier run of ``part`` again against the current tests (the
-    tests are copied in afresh and mutmut collects which tests reach what once more), or only
-    against ``tests`` where given (a survivor they do not kill still counts as one); the
-    summary then counts every mutant with its latest status."""
+    """Test the survivors of an earlier run of ``part`` again against the current tests and
+    the current code around the mutated files (:func:`refresh_source`): the tests are copied in
+    afresh and mutmut collects which tests reach what once more; or only against ``tests``
+    where given (a survivor they do not kill still counts as one). The summary then counts
+    every mutant with its latest status."""
     where = WORK / part.name
     before = json.loads((where / "summary.json").read_text())
+    refresh_source(part, where)
     for target in (where / "tests", where / "mutants" / "tests"):
         shutil.rmtree(target)
         shutil.copytree(ROOT / "tests", target, ignore=shutil.ignore_patterns("__pycache__"))
@@ -225,6 +229,23 @@ def recheck_part(part: Part, jobs: int, tests: Sequence[str]) -> dict[str, objec
                             "tests": list(tests or part.tests)}
     (where / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
+
+
+def refresh_source(part: Part, where: Path) -> None:
+    """Bring the files ``part`` does not mutate up to the working tree's (the code its tests
+    import besides the mutated files moves on); the mutated files must be unchanged since the
+    run, else its mutants are not those of the current code and the part must run again."""
+    for path in sorted((ROOT / "src").rglob("*")):
+        if not path.is_file() or "__pycache__" in path.parts or ".egg-info" in str(path):
+            continue
+        rel = path.relative_to(ROOT).as_posix()
+        if any(fnmatch.fnmatch(rel, glob) for glob in part.mutate):
+            if not filecmp.cmp(path, where / rel, shallow=False):
+                sys.exit(f"{rel} changed since part {part.name} ran: run the part again")
+            continue
+        for base in (where, where / "mutants"):
+            (base / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, base / rel)
 
 
 def report() -> None:
