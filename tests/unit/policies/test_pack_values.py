@@ -10,6 +10,8 @@ import pytest
 from cotenant.model.cluster import Cluster, ClusterState
 from cotenant.model.gpu import CATALOG
 from cotenant.model.workload import Node, PodShape
+from cotenant.policies.placement.fgd import FgdPolicy
+from cotenant.policies.placement.frag import TypicalPods
 from cotenant.policies.placement.pack import CotenantPackPolicy, PackWeights
 from cotenant.policies.placement.prices import PatternPrices
 
@@ -102,3 +104,40 @@ def test_the_packing_prices_are_those_of_the_fractional_pod_sizes_frequencies() 
     want = PatternPrices.from_frequencies({470: 0.3, 320: 0.15, 650: 0.15})
     assert policy.prices.price == pytest.approx(want.price)
     assert policy.prices.gap_value.tolist() == pytest.approx(want.gap_value.tolist())
+
+
+def test_the_typical_pods_keep_cpu_gpu_and_model_and_ignore_memory() -> None:
+    """FGD's workload model groups pods by what decides where they fit a GPU (CPU, GPUs, GPU
+    milli, the models they allow); memory plays no part, so it is 0 in every typical shape."""
+    pods = ([PodShape(1_000, 5_000, 1, 500, ("T4",))] * 3
+            + [PodShape(1_000, 9_000, 1, 500, ("T4",))] * 3 + [PodShape(2_000, 5_000, 1, 500)] * 2)
+    typical = TypicalPods.from_shapes(pods, 1.0)
+    assert typical.shapes == (PodShape(1_000, 0, 1, 500, ("T4",)), PodShape(2_000, 0, 1, 500))
+    assert typical.freq == pytest.approx((0.75, 0.25))
+    assert TypicalPods.from_shapes([]) == TypicalPods((), (), 0.0)
+
+
+def test_the_coverage_asked_for_is_the_one_used() -> None:
+    """cotenant-pack's gain term is FGD's with the same workload model: its coverage, and by
+    default FGD's."""
+    workload = [PodShape(1_000, 1_000, 1, 500)] * 6 + [PodShape(2_000, 1_000, 1, 300)] * 4
+    half = TypicalPods.from_shapes(workload, 0.5)
+    assert FgdPolicy(workload, 0.5).typical == half
+    assert CotenantPackPolicy(workload, 0.5).fgd.typical == half
+    assert CotenantPackPolicy(workload).fgd.typical == FgdPolicy(workload).typical
+    assert len(FgdPolicy(workload).typical.shapes) == 2
+
+
+def test_one_fgd_policy_scores_each_cluster_with_that_clusters_gpu_models() -> None:
+    """The typical pods are laid out per cluster (a T4-only pod has nowhere to go on a G2
+    cluster): a policy that scored one cluster scores another as a fresh policy would."""
+    workload = [PodShape(1_000, 1_000, 1, 500, ("T4",))] * 8 + [PodShape(1_000, 1_000, 1, 300)] * 2
+    t4 = ClusterState(cluster_of((64_000, 256_000, 2, "T4")))
+    g2 = ClusterState(cluster_of((64_000, 256_000, 2, "G2")))
+    pod = PodShape(1_000, 1_000, 1, 300)
+    used = FgdPolicy(workload)
+    used.score(t4, pod, np.array([0]), RNG)
+    again = used.gain(g2, pod, np.array([0]))
+    fresh = FgdPolicy(workload).gain(g2, pod, np.array([0]))
+    assert again.tolist() == fresh.tolist()
+    assert fresh.tolist() != FgdPolicy(workload).gain(t4, pod, np.array([0])).tolist()
