@@ -118,6 +118,70 @@ NOT_COUNTED: dict[str, str] = {
         "report tables)",
     "cotenant.policies.colocation.contract.xǁGpuStateǁreset__mutmut_3":
         "equivalent: reset copies no field that GpuState.new sets from now_s",
+    **{f"cotenant.policies.colocation.share.x_need__mutmut_{n}":
+       "equivalent: x / ones(n) for x * ones(n) (the same values)" for n in (19, 28)},
+    **{f"cotenant.policies.colocation.share.x_need__mutmut_{n}":
+       "equivalent: the target's or stretch's dtype (multiplied by float64 ones, the result "
+       "is float64 whatever it was)" for n in (21, 23, 30, 32)},
+    **{f"cotenant.policies.colocation.share.x_p99_at__mutmut_{n}":
+       "equivalent: the share's dtype (divided by 100.0, the result is float64)"
+       for n in (5, 7)},
+    **{f"cotenant.policies.colocation.share.x__table__mutmut_{n}":
+       "equivalent: the table cache's size limit changes when tables are rebuilt, not what "
+       "they hold" for n in (3, 4)},
+    **{f"cotenant.policies.colocation.share.x__bisect__mutmut_{n}":
+       "equivalent: the bisection's bounds as float64 hold the same whole numbers 0-100 "
+       "(exact), and the result is cast to int64" for n in (41, 43, 47, 50)},
+    "cotenant.policies.colocation.share.x__bisect__mutmut_73":
+        "equivalent: astype(None) is astype(float64)",
+    "cotenant.policies.colocation.share.xǁDynamicShareǁhold__mutmut_25":
+        "equivalent: >= for > where both branches give the same value at equality",
+    "cotenant.policies.colocation.share.xǁDynamicShareǁhold__mutmut_7":
+        "equivalent: a current share of -1 (none yet) kept as is lies below every need "
+        "(0-100), so the raise branch gives the need either way",
+    "cotenant.policies.colocation.share.xǁDynamicShareǁneeded__mutmut_21":
+        "equivalent: at a need of exactly 100, max(100, min_share) is 100 (min_share is "
+        "validated to be at most 100)",
+    **{f"cotenant.policies.colocation.share.xǁFixedShareǁ{fn}__mutmut_{n}":
+       "equivalent: the share is a validated int, and numpy.full of an int is int64"
+       for fn in ("hold", "needed") for n in (3, 6)},
+    **dict.fromkeys((
+        "cotenant.policies.placement.fgd.xǁFgdPolicyǁscore__mutmut_36",
+        "cotenant.policies.placement.fgd.xǁFgdPolicyǁscore__mutmut_39",
+        "cotenant.policies.placement.fit.x__gpu_choice__mutmut_7",
+        "cotenant.policies.placement.fit.x__gpu_choice__mutmut_10",
+        "cotenant.policies.placement.packing.xǁGpuClusteringPolicyǁscore__mutmut_14",
+        "cotenant.policies.placement.packing.xǁGpuClusteringPolicyǁscore__mutmut_17",
+        "cotenant.policies.placement.packing.xǁGpuClusteringPolicyǁscore__mutmut_79",
+        "cotenant.policies.placement.packing.xǁGpuClusteringPolicyǁscore__mutmut_82",
+        "cotenant.policies.placement.packing.xǁGpuPackingPolicyǁscore__mutmut_5",
+        "cotenant.policies.placement.packing.xǁGpuPackingPolicyǁscore__mutmut_8",
+        "cotenant.policies.placement.packing.xǁGpuPackingPolicyǁscore__mutmut_75",
+        "cotenant.policies.placement.packing.xǁGpuPackingPolicyǁscore__mutmut_78",
+        "cotenant.policies.placement.random_.xǁRandomPolicyǁscore__mutmut_15",
+        "cotenant.policies.placement.pack.xǁCotenantPackPolicyǁscore__mutmut_40",
+        "cotenant.policies.placement.pack.xǁCotenantPackPolicyǁscore__mutmut_43"),
+        "equivalent: numpy.full of a Python int is int64 without the dtype"),
+    **{f"cotenant.policies.placement.pack.xǁCotenantPackPolicyǁpacking_cost__mutmut_{n}":
+       "equivalent: the per-size table cache missed or not kept: the table is built again, "
+       "with the same values" for n in (1, 2, 12)},
+    "cotenant.policies.placement.pack.xǁCotenantPackPolicyǁpacking_cost__mutmut_11":
+        "equivalent: a table one entry longer is never read there (free milli is at most 1000)",
+    **{f"cotenant.policies.placement.pack.xǁCotenantPackPolicyǁ__init____mutmut_{n}":
+       "equivalent: zip's strict flag over the typical shapes and their frequencies, equally "
+       "long by construction" for n in (12, 15, 16)},
+    **{f"cotenant.policies.placement.pack.xǁCotenantPackPolicyǁ__init____mutmut_{n}":
+       "equivalent: with no GPU pods both rates are 0 and either at 0 switches the stranding "
+       "term off, so one of them at 1.0 changes nothing" for n in (34, 40)},
+    "cotenant.policies.placement.pack.xǁCotenantPackPolicyǁscore__mutmut_69":
+        "equivalent: the tie-break of a GPU the pod does not fit is overwritten by the "
+        "lowest int64 on the next line",
+    "cotenant.policies.placement.packing.xǁGpuPackingPolicyǁscore__mutmut_60":
+        "equivalent: the floor of 50 (or 51) never binds: a GPU has at most 1000 free milli, "
+        "so 100 - floor(free / 100) is at least 90",
+    "cotenant.policies.placement.fgd.xǁFgdPolicyǁscore__mutmut_19":
+        "equivalent: -2 for -1 on the GPUs a pod does not fit: sigmoid scores are 0-100, and "
+        "a feasible node has a GPU it fits, so the node's best GPU and score are the same",
 }
 """Mutants left out of the score, with the reason: a name ending in its number is one
 mutant, any other a prefix (every mutant of a function)."""
