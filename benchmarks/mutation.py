@@ -179,6 +179,12 @@ NOT_COUNTED: dict[str, str] = {
     "cotenant.policies.placement.packing.xǁGpuPackingPolicyǁscore__mutmut_60":
         "equivalent: the floor of 50 (or 51) never binds: a GPU has at most 1000 free milli, "
         "so 100 - floor(free / 100) is at least 90",
+    "cotenant.policies.placement.prices.x__knapsack__mutmut_9":
+        "equivalent: an item priced 0 never raises K(g) above K(g - 1), which K(g) starts from",
+    "cotenant.policies.placement.prices.x__knapsack__mutmut_13":
+        "equivalent: from g = 0, K(0) is read from the zeros not yet filled and no item fits",
+    "cotenant.policies.placement.random_.xǁRandomPolicyǁscore__mutmut_11":
+        "equivalent: the picked node scores 101 instead of 100, still above every other (0)",
     "cotenant.policies.placement.fgd.xǁFgdPolicyǁscore__mutmut_19":
         "equivalent: -2 for -1 on the GPUs a pod does not fit: sigmoid scores are 0-100, and "
         "a feasible node has a GPU it fits, so the node's best GPU and score are the same",
