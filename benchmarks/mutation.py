@@ -58,7 +58,8 @@ PARTS = (
     Part("policies-placement", tuple(f"src/cotenant/policies/placement/{name}.py" for name in (
         "base", "fit", "fgd", "frag", "packing", "pack", "prices", "random_", "arcflow")),
          ("tests/unit/policies/test_placement.py", "tests/unit/policies/test_placement_values.py",
-          "tests/unit/policies/test_pack.py", "tests/unit/policies/test_prices.py",
+          "tests/unit/policies/test_pack.py", "tests/unit/policies/test_pack_values.py",
+          "tests/unit/policies/test_packing_values.py", "tests/unit/policies/test_prices.py",
           "tests/unit/policies/test_optimum.py", "tests/unit/sim/test_fragmentation.py")),
     Part("policies-placement-optimum", ("src/cotenant/policies/placement/optimum/*",),
          ("tests/unit/policies/test_optimum.py", "tests/unit/sim/test_bound.py")),
