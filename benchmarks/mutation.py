@@ -21,6 +21,8 @@ Without a part name every part runs, the pure core first. Results go to
 from __future__ import annotations
 
 import argparse
+import filecmp
+import fnmatch
 import json
 import math
 import platform
@@ -56,7 +58,8 @@ PARTS = (
     Part("policies-placement", tuple(f"src/cotenant/policies/placement/{name}.py" for name in (
         "base", "fit", "fgd", "frag", "packing", "pack", "prices", "random_", "arcflow")),
          ("tests/unit/policies/test_placement.py", "tests/unit/policies/test_placement_values.py",
-          "tests/unit/policies/test_pack.py", "tests/unit/policies/test_prices.py",
+          "tests/unit/policies/test_pack.py", "tests/unit/policies/test_pack_values.py",
+          "tests/unit/policies/test_packing_values.py", "tests/unit/policies/test_prices.py",
           "tests/unit/policies/test_optimum.py", "tests/unit/sim/test_fragmentation.py")),
     Part("policies-placement-optimum", ("src/cotenant/policies/placement/optimum/*",),
          ("tests/unit/policies/test_optimum.py", "tests/unit/sim/test_bound.py")),
@@ -116,6 +119,76 @@ NOT_COUNTED: dict[str, str] = {
         "report tables)",
     "cotenant.policies.colocation.contract.xǁGpuStateǁreset__mutmut_3":
         "equivalent: reset copies no field that GpuState.new sets from now_s",
+    **{f"cotenant.policies.colocation.share.x_need__mutmut_{n}":
+       "equivalent: x / ones(n) for x * ones(n) (the same values)" for n in (19, 28)},
+    **{f"cotenant.policies.colocation.share.x_need__mutmut_{n}":
+       "equivalent: the target's or stretch's dtype (multiplied by float64 ones, the result "
+       "is float64 whatever it was)" for n in (21, 23, 30, 32)},
+    **{f"cotenant.policies.colocation.share.x_p99_at__mutmut_{n}":
+       "equivalent: the share's dtype (divided by 100.0, the result is float64)"
+       for n in (5, 7)},
+    **{f"cotenant.policies.colocation.share.x__table__mutmut_{n}":
+       "equivalent: the table cache's size limit changes when tables are rebuilt, not what "
+       "they hold" for n in (3, 4)},
+    **{f"cotenant.policies.colocation.share.x__bisect__mutmut_{n}":
+       "equivalent: the bisection's bounds as float64 hold the same whole numbers 0-100 "
+       "(exact), and the result is cast to int64" for n in (41, 43, 47, 50)},
+    "cotenant.policies.colocation.share.x__bisect__mutmut_73":
+        "equivalent: astype(None) is astype(float64)",
+    "cotenant.policies.colocation.share.xǁDynamicShareǁhold__mutmut_25":
+        "equivalent: >= for > where both branches give the same value at equality",
+    "cotenant.policies.colocation.share.xǁDynamicShareǁhold__mutmut_7":
+        "equivalent: a current share of -1 (none yet) kept as is lies below every need "
+        "(0-100), so the raise branch gives the need either way",
+    "cotenant.policies.colocation.share.xǁDynamicShareǁneeded__mutmut_21":
+        "equivalent: at a need of exactly 100, max(100, min_share) is 100 (min_share is "
+        "validated to be at most 100)",
+    **{f"cotenant.policies.colocation.share.xǁFixedShareǁ{fn}__mutmut_{n}":
+       "equivalent: the share is a validated int, and numpy.full of an int is int64"
+       for fn in ("hold", "needed") for n in (3, 6)},
+    **dict.fromkeys((
+        "cotenant.policies.placement.fgd.xǁFgdPolicyǁscore__mutmut_36",
+        "cotenant.policies.placement.fgd.xǁFgdPolicyǁscore__mutmut_39",
+        "cotenant.policies.placement.fit.x__gpu_choice__mutmut_7",
+        "cotenant.policies.placement.fit.x__gpu_choice__mutmut_10",
+        "cotenant.policies.placement.packing.xǁGpuClusteringPolicyǁscore__mutmut_14",
+        "cotenant.policies.placement.packing.xǁGpuClusteringPolicyǁscore__mutmut_17",
+        "cotenant.policies.placement.packing.xǁGpuClusteringPolicyǁscore__mutmut_79",
+        "cotenant.policies.placement.packing.xǁGpuClusteringPolicyǁscore__mutmut_82",
+        "cotenant.policies.placement.packing.xǁGpuPackingPolicyǁscore__mutmut_5",
+        "cotenant.policies.placement.packing.xǁGpuPackingPolicyǁscore__mutmut_8",
+        "cotenant.policies.placement.packing.xǁGpuPackingPolicyǁscore__mutmut_75",
+        "cotenant.policies.placement.packing.xǁGpuPackingPolicyǁscore__mutmut_78",
+        "cotenant.policies.placement.random_.xǁRandomPolicyǁscore__mutmut_15",
+        "cotenant.policies.placement.pack.xǁCotenantPackPolicyǁscore__mutmut_40",
+        "cotenant.policies.placement.pack.xǁCotenantPackPolicyǁscore__mutmut_43"),
+        "equivalent: numpy.full of a Python int is int64 without the dtype"),
+    **{f"cotenant.policies.placement.pack.xǁCotenantPackPolicyǁpacking_cost__mutmut_{n}":
+       "equivalent: the per-size table cache missed or not kept: the table is built again, "
+       "with the same values" for n in (1, 2, 12)},
+    "cotenant.policies.placement.pack.xǁCotenantPackPolicyǁpacking_cost__mutmut_11":
+        "equivalent: a table one entry longer is never read there (free milli is at most 1000)",
+    **{f"cotenant.policies.placement.pack.xǁCotenantPackPolicyǁ__init____mutmut_{n}":
+       "equivalent: zip's strict flag over the typical shapes and their frequencies, equally "
+       "long by construction" for n in (12, 15, 16)},
+    **{f"cotenant.policies.placement.pack.xǁCotenantPackPolicyǁ__init____mutmut_{n}":
+       "equivalent: with no GPU pods both rates are 0 and either at 0 switches the stranding "
+       "term off, so one of them at 1.0 changes nothing" for n in (34, 40)},
+    "cotenant.policies.placement.pack.xǁCotenantPackPolicyǁscore__mutmut_69":
+        "equivalent: the tie-break of a GPU the pod does not fit is overwritten by the "
+        "lowest int64 on the next line",
+    "cotenant.policies.placement.packing.xǁGpuPackingPolicyǁscore__mutmut_60":
+        "equivalent: the floor of 50 (or 51) never binds: a GPU has at most 1000 free milli, "
+        "so 100 - floor(free / 100) is at least 90",
+    "cotenant.policies.placement.prices.x__knapsack__mutmut_9":
+        "equivalent: an item priced 0 never raises K(g) above K(g - 1), which K(g) starts from",
+    "cotenant.policies.placement.prices.x__knapsack__mutmut_13":
+        "equivalent: from g = 0, K(0) is read from the zeros not yet filled and no item fits",
+    "cotenant.policies.placement.random_.xǁRandomPolicyǁscore__mutmut_11":
+        "equivalent: the picked node scores 101 instead of 100, still above every other (0)",
+    "cotenant.policies.placement.fgd.xǁFgdPolicyǁscore__mutmut_19":
+        "equivalent: -2 for -1 on the GPUs a pod does not fit: sigmoid scores are 0-100, and "
+        "a feasible node has a GPU it fits, so the node's best GPU and score are the same",
 }
 """Mutants left out of the score, with the reason: a name ending in its number is one
 mutant, any other a prefix (every mutant of a function)."""
@@ -204,12 +277,14 @@ def run_part(part: Part, jobs: int) -> dict[str, object]:
 
 
 def recheck_part(part: Part, jobs: int, tests: Sequence[str]) -> dict[str, object]:
-    """Test the survivors of an earlier run of ``part`` again against the current tests (the
-    tests are copied in afresh and mutmut collects which tests reach what once more), or only
-    against ``tests`` where given (a survivor they do not kill still counts as one); the
-    summary then counts every mutant with its latest status."""
+    """Test the survivors of an earlier run of ``part`` again against the current tests and
+    the current code around the mutated files (:func:`refresh_source`): the tests are copied in
+    afresh and mutmut collects which tests reach what once more; or only against ``tests``
+    where given (a survivor they do not kill still counts as one). The summary then counts
+    every mutant with its latest status."""
     where = WORK / part.name
     before = json.loads((where / "summary.json").read_text())
+    refresh_source(part, where)
     for target in (where / "tests", where / "mutants" / "tests"):
         shutil.rmtree(target)
         shutil.copytree(ROOT / "tests", target, ignore=shutil.ignore_patterns("__pycache__"))
@@ -225,6 +300,23 @@ def recheck_part(part: Part, jobs: int, tests: Sequence[str]) -> dict[str, objec
                             "tests": list(tests or part.tests)}
     (where / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
+
+
+def refresh_source(part: Part, where: Path) -> None:
+    """Bring the files ``part`` does not mutate up to the working tree's (the code its tests
+    import besides the mutated files moves on); the mutated files must be unchanged since the
+    run, else its mutants are not those of the current code and the part must run again."""
+    for path in sorted((ROOT / "src").rglob("*")):
+        if not path.is_file() or "__pycache__" in path.parts or ".egg-info" in str(path):
+            continue
+        rel = path.relative_to(ROOT).as_posix()
+        if any(fnmatch.fnmatch(rel, glob) for glob in part.mutate):
+            if not filecmp.cmp(path, where / rel, shallow=False):
+                sys.exit(f"{rel} changed since part {part.name} ran: run the part again")
+            continue
+        for base in (where, where / "mutants"):
+            (base / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, base / rel)
 
 
 def report() -> None:

@@ -51,3 +51,20 @@ def test_arc_flow_graph_keeps_sizes_non_increasing() -> None:
     # 5: 0->5, 5->10; 3 from 0, 3, 5, 6, 8 (only after sizes >= 3)
     assert sorted(graph.arcs) == [(0, 3), (0, 5), (3, 3), (5, 3), (5, 5), (6, 3)]
     assert graph.inner == (3, 5, 6, 8, 9)
+
+
+def test_only_fractional_sizes_that_occur_are_priced() -> None:
+    """Sizes with no frequency, whole GPUs and 0 milli are no fractional pods: they are left
+    out of the LP, so the prices are those of the sizes that remain."""
+    noisy = PatternPrices.from_frequencies({470: 0.3, 650: 0.2, 320: 0.0, 1000: 0.4, 0: 0.1})
+    clean = PatternPrices.from_frequencies({470: 0.3, 650: 0.2})
+    assert set(noisy.price) == {470, 650}
+    assert noisy.price == clean.price
+    assert noisy.gap_value.tolist() == clean.gap_value.tolist()
+
+
+def test_a_larger_gap_is_never_worth_less() -> None:
+    """K(g) is the most pods that fit in g pay: whatever fits in g fits in a larger gap."""
+    prices = PatternPrices.from_frequencies(OPENB)
+    assert (np.diff(prices.gap_value) >= 0.0).all()
+    assert prices.gap_value[0] == 0.0
