@@ -188,7 +188,7 @@ class PopenProcesses:
             child.popen.wait()  # reap: from here on the pid is free for others
         del self._children[pid]
         if code is None and self.wrap:  # reaped elsewhere: its wrapper wrote it down
-            code = _read_exit(self._exit_file(child.token))
+            code = _read_exit(self._exit_file(child.token), child.log)
         status = (ProcessStatus(pid, ProcState.EXITED, code, last_line(child.log))
                   if code is not None else ProcessStatus(pid, ProcState.UNKNOWN))
         return self._finish(pid, status, child.cgroup, child.token)
@@ -206,7 +206,8 @@ class PopenProcesses:
         if not self._drained(pid, self._members(pid, entry.token, group=False, cgroup=cgroup),
                              cgroup):
             return ProcessStatus(pid, ProcState.RUNNING)
-        code = _read_exit(self._exit_file(entry.token))  # what its wrapper left
+        code = _read_exit(self._exit_file(entry.token),  # what its wrapper left
+                          Path(entry.log) if entry.log else None)
         status = (ProcessStatus(pid, ProcState.UNKNOWN) if code is None else ProcessStatus(
             pid, ProcState.EXITED, code, last_line(Path(entry.log)) if entry.log else ""))
         return self._finish(pid, status, cgroup, entry.token)
@@ -394,11 +395,20 @@ def _check_program(program: str, env: Mapping[str, str]) -> None:
         raise start_error(program, PermissionError(13, "Permission denied"))
 
 
-def _read_exit(path: Path) -> int | None:
-    """The status a wrapper wrote (``subprocess``'s convention), None where there is none."""
+def _read_exit(path: Path, log: Path | None = None) -> int | None:
+    """The status a wrapper wrote (``subprocess``'s convention): its exit file, else the
+    line it put in the workload's log where that file could not be written; None where
+    there is neither."""
     try:
-        kind, _, value = path.read_text(encoding="ascii").partition(" ")
+        text = path.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError):
+        line = last_line(log) if log is not None else ""
+        if not line.startswith(trampoline.LOST_PREFIX):
+            return None
+        text = line.rpartition(": ")[2]
+    kind, _, value = text.strip().partition(" ")
+    try:
         number = int(value)
-    except (OSError, ValueError, UnicodeDecodeError):
+    except ValueError:
         return None
     return -number if kind == "signal" else number if kind == "exit" else None

@@ -3,9 +3,12 @@
 ``python -I trampoline.py EXIT_FILE ARGV...`` starts ``ARGV`` (no shell) as its child, waits
 for it and writes how it ended to ``EXIT_FILE`` (``exit N`` or ``signal N``; written to a
 temporary file, then renamed, mode 0600), then ends the same way (the same code, or killed by
-the same signal), so a parent that reaps it sees what the workload did. An agent that starts
-after the one that spawned the workload died cannot reap it: it reads the file instead
-(:mod:`.local`), so a job that exited 0 while no agent ran is ``completed``, not run again.
+the same signal), so a parent that reaps it sees what the workload did. Where the file cannot
+be written (a full disk, its directory removed) it still ends as its child did, and puts
+the status in one line on stderr (the workload's log) instead, for an agent to read. An
+agent that starts after the one that spawned the workload died cannot reap it: it reads the
+file (or that line) instead (:mod:`.local`), so a job that exited 0 while no agent ran is
+``completed``, not run again.
 
 The agent signals every process of a workload (its cgroup, group or token), the workload
 itself included; the wrapper ignores SIGTERM, SIGINT and SIGHUP (with a handler, which the
@@ -47,12 +50,28 @@ def blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def write_status(path: str, text: str) -> None:
+LOST_PREFIX = "cotenant-trampoline: exit status not written"
+
+
+def write_status(path: str, text: str) -> bool:
+    """Write ``text`` to ``path`` (via ``path.tmp``); False where it cannot be written (a
+    full disk, a removed directory): then it says so on stderr (the workload's log), with
+    the status, and leaves no temporary file behind. The wrapper's own exit still carries
+    the child's status either way."""
     temp = f"{path}.tmp"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    os.replace(temp, path)
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.replace(temp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"{LOST_PREFIX} ({exc.strerror or exc}): {text}\n")
+            sys.stderr.flush()
+        return False
+    return True
 
 
 def main(args: list[str]) -> int:
