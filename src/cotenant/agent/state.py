@@ -335,10 +335,15 @@ class StateStore:
         with self._lock:
             if isinstance(self.path, Path) and _identity(self.path) != self._identity:
                 self._reopen()
-            if not self._dirty and not self._pending:
-                return True
             if self.degraded and self.monotonic() < self._retry_at:
-                return False
+                return not self._dirty and not self._pending
+            if not self._dirty and not self._pending:
+                if not self.degraded:
+                    return True
+                # a write failed with nothing left to retry (an answered 503): try one, so
+                # that ``degraded`` does not outlast the fault on an idle agent
+                self._pending.append((time.time(), "node", "storage recovered", None,
+                                      f"writes succeed again after: {self.degraded}"))
             rows = [self._records[n] for n in sorted(self._dirty) if n in self._records]
             gone = [n for n in self._dirty if n not in self._records]
             events, self._pending = self._pending, []

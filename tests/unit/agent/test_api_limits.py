@@ -138,6 +138,22 @@ def test_a_change_that_cannot_be_written_is_503_with_retry_after(running: Runnin
     assert running.call("POST", "/v1/workloads", OFFLINE)[0] == 201
 
 
+def test_degraded_clears_on_an_idle_agent_once_storage_recovers(
+        running: Running) -> None:
+    """A failed submit (503) leaves nothing to retry; the next tick's probe write clears
+    ``degraded`` in health and the metric without waiting for other work."""
+    running.service.store.points.arm(
+        "store.write", lambda: sqlite3.OperationalError("database or disk is full"), times=-1)
+    assert running.call("POST", "/v1/workloads", OFFLINE)[0] == 503
+    running.service.store.points.disarm("store.write")
+    for _ in range(4):  # past the store's retry wait
+        running.service.clock.advance(0.5)  # type: ignore[attr-defined]
+        running.service.tick()
+    health = json.loads(running.call("GET", "/v1/health")[2])
+    assert health["storage"]["degraded"] == ""
+    assert "cotenant_agent_storage_degraded 0.0" in running.call("GET", "/metrics")[2].decode()
+
+
 def test_latency_hosts_are_loopback_and_this_node_unless_allowed(tmp_path: Path) -> None:
     hosts = ScrapeHosts(own={ipaddress.ip_address("192.0.2.7")})
     hosts.check("http://127.0.0.1:9/metrics")
