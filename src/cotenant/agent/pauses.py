@@ -16,6 +16,7 @@ last one may have been killed), so none stays stopped with no one left to resume
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 
 from cotenant.agent.backends.base import ProcessBackend
 from cotenant.agent.state import StateStore
@@ -24,19 +25,22 @@ from cotenant.agent.state import StateStore
 class Pauses:
     """Which workloads are paused, until when, and the signals that pause and resume them."""
 
-    def __init__(self, backend: ProcessBackend, store: StateStore) -> None:
+    def __init__(self, backend: ProcessBackend, store: StateStore,
+                 monotonic: Callable[[], float]) -> None:
         self.backend = backend
         self.store = store
-        self._paused: dict[str, tuple[int, float]] = {}  # name -> (pid, resume at)
+        self.monotonic = monotonic
+        self._paused: dict[str, tuple[int, float]] = {}  # name -> (pid, resume at: monotonic)
 
     def names(self) -> set[str]:
         return set(self._paused)
 
     def pause(self, name: str, pid: int, now: float, until: float) -> None:
-        """Stop ``name``'s process ``pid`` until ``until`` (pausing it again moves the time)."""
+        """Stop ``name``'s process ``pid`` until wall time ``until``, ``until - now`` seconds
+        on the monotonic clock (pausing it again moves the time)."""
         if self._paused.get(name, (None, 0.0))[0] != pid:
             self.backend.send_signal(pid, signal.SIGSTOP)
-        self._paused[name] = (pid, until)
+        self._paused[name] = (pid, self.monotonic() + (until - now))
         self.store.event(now, name, "paused", detail=f"for {until - now:g} s")
 
     def release(self, name: str, now: float, why: str) -> None:
@@ -68,9 +72,5 @@ class Pauses:
             record = self.store.get(name)
             if record is None or record.pid != pid:
                 del self._paused[name]
-            elif now >= until:
+            elif self.monotonic() >= until:
                 self.release(name, now, "pause over")
-
-    def shift(self, by: float) -> None:
-        """The wall clock stepped back ``by`` seconds: keep each pause as long as it had left."""
-        self._paused = {n: (pid, until - by) for n, (pid, until) in self._paused.items()}

@@ -39,8 +39,9 @@ is due. What is observation and enforcement here:
   storage fault, or the database deleted) is adopted from the spec in its environment, or
   stopped where its workload is finished or runs another process. So no sequence of
   crashes runs a workload twice or loses one;
-* timeouts (the SIGKILL after a stop's grace) run on a monotonic clock: a wall clock step
-  changes none of them;
+* timeouts (the SIGKILL after a stop's grace, a backoff, a hold or quarantine, a pause, the
+  stable run that restores a budget) run on a monotonic clock (:mod:`.steady`): a wall
+  clock step, back or forward, changes none of them;
 * an offline workload can be *paused* for the compute guard (:mod:`cotenant.agent.pauses`):
   it keeps its memory and MPS share and launches nothing until it is resumed at the time
   given, or before it is stopped or restarted; an agent that starts resumes every offline
@@ -75,6 +76,7 @@ from cotenant.agent.mps import MpsManager
 from cotenant.agent.pauses import Pauses
 from cotenant.agent.spec import Role, WorkloadSpec
 from cotenant.agent.state import StateStore, Status, StorageError, WorkloadRecord
+from cotenant.agent.steady import Pinned
 from cotenant.errors import CotenantError, InputError, PermanentError, TemporaryError
 from cotenant.policies.colocation.recovery import Next, Recovery, Response
 
@@ -115,15 +117,19 @@ class Supervisor:
         self._xids: list[XidEvent] = []
         self._xid_since = float("-inf")
         self._mps_failed: dict[int, float] = {}  # GPU -> when its MPS daemon was found dead
-        self._offline_held: dict[int, float] = {}  # GPU -> no offline start before this time
-        self.pauses = Pauses(backend, store)
+        self._offline_held: dict[int, float] = {}  # GPU -> no offline start before (monotonic)
+        self.pauses = Pauses(backend, store, monotonic)
         self.downtime = DowntimeMeter()
         """How long offline jobs are down per start and per share change (:mod:`.downtime`)."""
         self.start_env: Callable[[WorkloadSpec], Mapping[str, str]] | None = None
         """More environment for a workload that starts (the priority runtime's)."""
         self._last_now = -math.inf
         self.monotonic = monotonic
-        """The clock of every timeout (a stop's grace): never the wall clock."""
+        """The clock of every timeout (a stop's grace, a backoff, a hold, a pause, a stable
+        run): never the wall clock (:mod:`.steady`)."""
+        self._offset = 0.0  # wall minus monotonic at the last tick
+        self._next_start = Pinned(monotonic)  # a backoff's end, per workload
+        self._ran_since = Pinned(monotonic)  # a running workload's start
         self.points = store.points
         self._deadlines: dict[str, float] = {}  # workload -> SIGKILL after (monotonic)
         self._strays: dict[int, float] = {}  # a duplicate being stopped -> SIGKILL after
@@ -204,18 +210,21 @@ class Supervisor:
         self._stop_to_restart(replace(record, share_pct=share_pct), record.pid, now,
                               "share", (event,))
 
-    def hold_offline(self, gpu: int, until: float) -> None:
-        """Start no offline workload on ``gpu`` before ``until`` (the guard's eviction); the
-        hold lives in memory, so an agent restart lifts it."""
-        self._offline_held[gpu] = max(until, self._offline_held.get(gpu, until))
+    def hold_offline(self, gpu: int, until: float, now: float | None = None) -> None:
+        """Start no offline workload on ``gpu`` before wall time ``until`` (the guard's
+        eviction, an XID's quarantine), as measured from ``now`` (else the last tick) on the
+        monotonic clock; the hold lives in memory, so an agent restart lifts it."""
+        mono = self.monotonic()
+        end = mono + until - (now if now is not None else mono + self._offset)
+        self._offline_held[gpu] = max(end, self._offline_held.get(gpu, end))
         for record in self.store.all():  # a hold is no part of a restart's cost
             if record.spec.gpu == gpu and record.spec.role is Role.OFFLINE:
                 self.downtime.forget(record.spec.name)
 
     def held_until(self, gpu: int) -> float:
         """No offline workload starts on ``gpu`` before this (an eviction's hold, an XID's
-        quarantine); -inf where none holds it."""
-        return self._offline_held.get(gpu, -math.inf)
+        quarantine), in wall time as of the last tick; -inf where none holds it."""
+        return self._offline_held.get(gpu, -math.inf) + self._offset
 
     def pause(self, name: str, now: float, until: float) -> bool:
         """Pause running offline workload ``name`` until ``until`` (:mod:`.pauses`); False
@@ -270,6 +279,7 @@ class Supervisor:
         if now < self._last_now:
             self._clock_stepped_back(self._last_now - now)
         self._last_now = now
+        self._offset = now - self.monotonic()
         self.store.flush()  # what a storage fault kept in memory, and a deleted database
         if not self._recovered:
             self._recover(now)
@@ -291,14 +301,13 @@ class Supervisor:
                 self.backend.send_signal(pid, signal.SIGKILL)
 
     def _clock_stepped_back(self, by: float) -> None:
-        """The wall clock went back ``by`` seconds: keep every wait as long as it had left
-        (restart backoffs, the guard's offline holds) instead of ``by`` longer."""
+        """The wall clock went back ``by`` seconds: the persisted backoffs keep the wait
+        they had left (for an agent that starts later); in this process every wait runs on
+        the monotonic clock already."""
         for record in self.store.all():
             if record.status in (Status.PENDING, Status.BACKOFF):
                 self.store.update(record, next_start=record.next_start - by)
-        for gpu in self._offline_held:
-            self._offline_held[gpu] -= by
-        self.pauses.shift(by)
+        self._next_start.shift(by)
         self.downtime.shift(by)
 
     def _recover(self, now: float) -> None:
@@ -416,6 +425,8 @@ class Supervisor:
     def _reap(self, record: WorkloadRecord, now: float) -> None:
         assert record.pid is not None
         status = self.backend.poll(record.pid)
+        if record.status is Status.RUNNING:
+            self._ran_since.pin(record.spec.name, record.since, now)
         if status.state is ProcState.RUNNING:
             outlived_daemon = record.since < self._mps_failed.get(record.spec.gpu, -1.0)
             deadline = self._deadlines.get(record.spec.name)
@@ -439,7 +450,7 @@ class Supervisor:
         label = "requested" if requested else fault.value
         events = [(now, name, "exit", None if requested else fault.value,
                    f"{label}: {detail}" if requested else detail)]
-        ran_s = now - record.since  # since its start (or since it was asked to stop)
+        ran_s = self._ran_since.since(name, record.since, now)  # since its start (monotonic)
         self._deadlines.pop(name, None)
         exited = replace(record, pid=None, last_exit=f"{label}: {detail}", since=now)
         if not requested:  # a crash or fault, also while checkpointing: no restart cost
@@ -454,6 +465,8 @@ class Supervisor:
                                              spec.role is Role.ONLINE, failures)
             new = self._respond(exited, response, failures, detail, now, events)
         self.store.commit(new, tuple(events))
+        if new.status in (Status.PENDING, Status.BACKOFF):
+            self._next_start.pin(name, new.next_start, now)
         self.points.hit("exit.recorded")
 
     def _respond(self, record: WorkloadRecord, response: Response, failures: int, detail: str,
@@ -474,7 +487,7 @@ class Supervisor:
         if response.quarantine_s > 0.0:
             events.append((now, NODE, "gpu quarantined", None, f"GPU {record.spec.gpu}: "
                            f"no offline work for {response.quarantine_s:g} s"))
-            self.hold_offline(record.spec.gpu, now + response.quarantine_s)
+            self.hold_offline(record.spec.gpu, now + response.quarantine_s, now)
         return self._restart(record, now, response.delay_s, events, failures=failures)
 
     @staticmethod
@@ -487,10 +500,12 @@ class Supervisor:
                        failures=record.failures if failures is None else failures)
 
     def _start_due(self, now: float) -> None:
-        due = [r for r in self.store.all()
-               if r.status in (Status.PENDING, Status.BACKOFF) and r.next_start <= now
+        waiting = [r for r in self.store.all() if r.status in (Status.PENDING, Status.BACKOFF)]
+        self._next_start.keep(r.spec.name for r in waiting)
+        self._ran_since.keep(r.spec.name for r in self.store.all() if r.status.has_process)
+        due = [r for r in waiting if self._next_start.reached(r.spec.name, r.next_start, now)
                and not (r.spec.role is Role.OFFLINE
-                        and now < self._offline_held.get(r.spec.gpu, -1.0))]
+                        and self.monotonic() < self._offline_held.get(r.spec.gpu, -math.inf))]
         due.sort(key=lambda r: (r.spec.role is not Role.ONLINE, r.next_start, r.spec.name))
         for record in due:
             self._start(record, now)
@@ -518,6 +533,7 @@ class Supervisor:
         except TemporaryError as exc:
             self.store.commit(replace(record, next_start=now + exc.delay_s, launch=""),
                               ((now, spec.name, "start deferred", None, exc.one_line()),))
+            self._next_start.pin(spec.name, now + exc.delay_s, now)
             return
         except CotenantError as exc:
             self.store.commit(replace(record, status=Status.FAILED, last_exit=exc.one_line(),
@@ -531,6 +547,7 @@ class Supervisor:
         self.store.commit(replace(record, status=Status.RUNNING, pid=pid, applied_pct=share,
                                   since=now, launch=launch),
                           ((now, spec.name, "started", None, f"pid {pid} {where}"),))
+        self._ran_since.pin(spec.name, now, now)
         self.points.hit("start.recorded")
 
     def _start_env(self, spec: WorkloadSpec, share: int | None) -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,10 +30,26 @@ OFFLINE = {"name": "train", "argv": ["fake-workload", "--mem-mib", "8000", "--ut
            "role": "offline", "gpu": 0, "mem_limit_mib": 10000, "sm_share": 50}
 
 
+class WallClock(ManualClock):
+    """The wall clock of a test agent, and (``monotonic``) its monotonic clock: both move
+    with ``advance``; ``step`` moves the wall clock alone, as NTP does."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        super().__init__(start)
+        self.stepped = 0.0
+
+    def step(self, seconds: float) -> float:
+        self.stepped += seconds
+        return self.advance(seconds)
+
+    def monotonic(self) -> float:
+        return self.now - self.stepped
+
+
 @dataclass
 class Agent:
     node: FakeNode
-    clock: ManualClock
+    clock: WallClock
     store: StateStore
     sup: Supervisor
     db: Path
@@ -52,13 +69,21 @@ class Agent:
         assert record is not None
         return record
 
+    def run_until_running(self, name: str, seconds: float) -> bool:
+        """Tick until workload ``name`` runs, at most ``seconds``."""
+        for _ in range(round(seconds / 0.5)):
+            if self.status(name) is Status.RUNNING:
+                return True
+            self.run(0.5)
+        return self.status(name) is Status.RUNNING
+
     def status(self, name: str) -> Status:
         return self.record(name).status
 
     def restart_agent(self) -> None:
         """The agent process dies and comes back: new store connection, new supervisor."""
         self.store.close()
-        self.store = StateStore(self.db, monotonic=self.clock)
+        self.store = StateStore(self.db, monotonic=monotonic_of(self.clock))
         self.sup = make_supervisor(self.node, self.store, self.db.parent)
 
     def kinds(self, name: str) -> list[str]:
@@ -70,16 +95,21 @@ RECOVERY = Recovery(backoff_base_s=1.0, backoff_factor=2.0, backoff_cap_s=30.0,
 """Short waits for the tests: backoffs of 1, 2, 4 ... s, a 2 s quarantine after an XID."""
 
 
+def monotonic_of(clock: Callable[[], float]) -> Callable[[], float]:
+    """The monotonic clock that goes with the wall clock ``clock``."""
+    return clock.monotonic if isinstance(clock, WallClock) else clock
+
+
 def make_supervisor(node: FakeNode, store: StateStore, state_dir: Path) -> Supervisor:
     return Supervisor(node, store, MpsManager(node, state_dir), recovery=RECOVERY,
-                      monotonic=node.clock)
+                      monotonic=monotonic_of(node.clock))
 
 
 def make_agent(tmp_path: Path, gpus: int = 2) -> Agent:
-    clock = ManualClock(1000.0)
+    clock = WallClock(1000.0)
     node = FakeNode.build("A100-40GB", gpus, clock)
     db = tmp_path / "agent.db"
-    store = StateStore(db, monotonic=clock)  # storage retries on the test's clock too
+    store = StateStore(db, monotonic=clock.monotonic)  # storage retries on the test's clock too
     return Agent(node, clock, store, make_supervisor(node, store, tmp_path), db)
 
 

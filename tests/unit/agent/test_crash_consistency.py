@@ -234,6 +234,67 @@ def test_a_backward_clock_step_does_not_delay_the_sigkill(tmp_path: Path) -> Non
     assert "SIGKILL" in record.last_exit
 
 
+def crash_own(agent: Agent, name: str) -> None:
+    agent.node.send_signal(agent.record(name).pid or 0, signal.SIGKILL)
+
+
+def test_a_forward_clock_step_ends_no_backoff_early(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.submit(OFFLINE)
+    agent.run(1.0)
+    for _ in range(3):  # three crashes of its own: a backoff of 4 s
+        crash_own(agent, "train")
+        agent.run(0.5)
+        assert agent.run_until_running("train", 30.0)
+    crash_own(agent, "train")
+    agent.run(0.5)
+    assert agent.status("train") is Status.BACKOFF
+    agent.clock.step(3600.0)  # NTP steps the wall clock an hour forward
+    agent.run(1.0)
+    assert agent.status("train") is Status.BACKOFF  # the wait is not over ...
+    agent.run(10.0)
+    assert agent.status("train") is Status.RUNNING  # ... until its seconds have passed
+
+
+def test_a_forward_clock_step_ends_no_quarantine_or_pause_early(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.submit(OFFLINE)
+    agent.submit({**OFFLINE, "name": "other", "gpu": 1})
+    agent.run(1.0)
+    now = agent.clock()
+    agent.sup.hold_offline(0, now + 60.0, now)  # an XID's quarantine, or the guard's hold
+    agent.sup.stop("train", now)
+    assert agent.sup.pause("other", now, now + 30.0)
+    agent.run(2.0)
+    agent.submit(OFFLINE)  # submitted again
+    agent.clock.step(3600.0)
+    agent.run(5.0)
+    assert agent.status("train") is Status.PENDING  # held 60 s on the monotonic clock
+    assert agent.sup.paused() == {"other"}  # paused 30 s on the monotonic clock
+    agent.run(30.0)
+    assert agent.sup.paused() == set()
+    assert agent.status("train") is Status.PENDING
+    agent.run(30.0)
+    assert agent.status("train") is Status.RUNNING
+
+
+def test_a_forward_clock_step_does_not_make_a_short_run_stable(tmp_path: Path) -> None:
+    """The restart budget recovers after ``stable_s`` (600 s) of running, on the monotonic
+    clock: an hour's wall step in a 2 s run clears nothing."""
+    agent = make_agent(tmp_path)
+    agent.submit(OFFLINE)
+    agent.run(1.0)
+    crash_own(agent, "train")
+    agent.run(0.5)
+    assert agent.run_until_running("train", 30.0)
+    assert agent.record("train").failures == 1
+    agent.clock.step(3600.0)
+    agent.run(1.0)
+    crash_own(agent, "train")
+    agent.run(0.5)
+    assert agent.record("train").failures == 2
+
+
 def replace_argv(spec: dict[str, object], *extra: str) -> object:
     from cotenant.agent.spec import WorkloadSpec  # noqa: PLC0415 - local helper
 

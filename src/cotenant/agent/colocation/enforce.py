@@ -169,7 +169,7 @@ class Enforcer:
         """Stop the GPU's offline clients; no offline work starts there before the hold ends
         (those evicted, those waiting, those submitted meanwhile)."""
         self.counts["evict"] += 1
-        self.supervisor.hold_offline(action.gpu, action.hold_until)
+        self.supervisor.hold_offline(action.gpu, action.hold_until, now)
         for record in offline:
             if record.status is Status.RUNNING:
                 self.supervisor.store.event(now, record.spec.name, "guard evict",
