@@ -36,7 +36,7 @@ from cotenant.cli.agent_inputs import (
     runtime_settings,
 )
 from cotenant.cli.checks import finite, out_dir
-from cotenant.errors import InputError, UnknownNameError
+from cotenant.errors import InputError, PermanentError, UnknownNameError
 from cotenant.model.documents import loads_json
 from cotenant.policies.colocation import COLOCATION
 from cotenant.report.tables import fitted_tables
@@ -161,6 +161,7 @@ def run(
         online_share, min_online_share, share_window_s, guard, guard_pause_s,
         scrape_interval_s))
     settings = runtime_settings(chosen, priority_lease_s, priority_max_hold_s, priority_floor)
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # owner-only from the start
     token = ensure_token(token_file or state_dir / "token")
     if cgroups_ is not None and backend != "nvml":
         raise InputError("--cgroups", f"is a setting of the nvml backend, not {backend!r}",
@@ -170,8 +171,15 @@ def run(
                          hint="on a real node: cotenant mig apply")
     root = cgroup_start.open_root(cgroups_ or "auto", state_dir) if backend == "nvml" else None
     # the fake's programs (durations, checkpoints, warm-ups) run on the agent's clock
-    node = open_backend(backend, gpus=gpus, state_dir=state_dir, cgroup_root=root,
-                        fake_mig=fake_mig is not None, clock=time.time, real_processes=True)
+    try:
+        node = open_backend(backend, gpus=gpus, state_dir=state_dir, cgroup_root=root,
+                            fake_mig=fake_mig is not None, clock=time.time,
+                            real_processes=True)
+    except PermanentError as exc:
+        if backend == "nvml":  # no GPU or driver here: say how to try the agent without one
+            exc.hint = (f"{exc.hint}; " if exc.hint else "") + (
+                "without a GPU, try laptop mode: --backend fake")
+        raise
     if fake_mig is not None:
         manager = MigManager(node)
         for info in node.gpus():

@@ -54,9 +54,10 @@ def read_token(path: Path) -> str:
 
 
 def ensure_token(path: Path) -> str:
-    """The token in ``path``, created (random, mode 0600) when the file does not exist."""
+    """The token in ``path``, created (random, mode 0600, in a directory made 0700) when the
+    file does not exist."""
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         path.touch(mode=0o600)
         path.write_text(secrets.token_urlsafe(32) + "\n", encoding="utf-8")
     return read_token(path)

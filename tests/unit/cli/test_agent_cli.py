@@ -3,7 +3,9 @@ line and exit 2."""
 
 from __future__ import annotations
 
+import ctypes.util
 import json
+import os
 import signal
 import socket
 import stat
@@ -396,3 +398,19 @@ def test_status_of_an_agent_without_the_downtime_route(capsys: Capsys, tmp_path:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None,
+                    reason="an NVIDIA driver is installed here")
+def test_agent_run_without_a_gpu_leaves_an_owner_only_state_dir_and_names_laptop_mode(
+        capsys: Capsys, tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        code, out, err = run(capsys, "agent", "run", "--state-dir", str(tmp_path / "state"),
+                             "--listen", "127.0.0.1:0")
+    finally:
+        os.umask(old)
+    assert code != 0
+    assert out == ""
+    assert "--backend fake" in assert_one_error_line(err)
+    assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
