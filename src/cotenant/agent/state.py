@@ -287,9 +287,33 @@ class StateStore:
                                    "database's lock") from exc
             self._defer(rows, events)
             return False
+        self._unquarantine(rows)
         if self.degraded:  # this one went through: try the rest at once
             self._recovered()
         return True
+
+    def _unquarantine(self, rows: Iterable[WorkloadRecord]) -> None:
+        """Written ``rows`` replace what was set aside under their names (adopted, submitted
+        again)."""
+        for record in rows:
+            if self.quarantined.pop(record.spec.name, None) is not None:
+                log.warning("state: workload %r has a readable row again; its quarantine "
+                            "entry is cleared", record.spec.name)
+
+    def drop_quarantined(self, name: str) -> bool:
+        """Remove the set-aside row ``name`` (the operator stopped it); False where there is
+        none. On disk before it returns (else :class:`StorageError`)."""
+        with self._lock:
+            if name not in self.quarantined:
+                return False
+            try:
+                self._transaction(lambda: self._db.execute(
+                    "DELETE FROM quarantine WHERE name = ?", (name,)))
+            except sqlite3.Error as exc:
+                self._failed(exc)
+                raise StorageError(f"state not written ({exc})", delay_s=RETRY_S) from exc
+            del self.quarantined[name]
+            return True
 
     def _statements(self, rows: list[WorkloadRecord], events: list[_EventRow],
                     gone: Iterable[str] = ()) -> None:
@@ -297,6 +321,8 @@ class StateStore:
             self._db.execute("DELETE FROM workloads WHERE name = ?", (name,))
         for record in rows:
             self._db.execute(_PUT, _row(record))
+            if record.spec.name in self.quarantined:  # the name has a readable row again
+                self._db.execute("DELETE FROM quarantine WHERE name = ?", (record.spec.name,))
         for now, workload, kind, fault, detail in events:
             cursor = self._db.execute(
                 "INSERT INTO events (time, workload, kind, fault, detail) VALUES (?,?,?,?,?)",
@@ -355,6 +381,7 @@ class StateStore:
                 self._dirty |= {r.spec.name for r in rows} | set(gone)
                 self._pending = events + self._pending
                 return False
+            self._unquarantine(rows)
             if self.degraded:
                 log.warning("state: writes succeed again after: %s", self.degraded)
                 self.degraded = ""

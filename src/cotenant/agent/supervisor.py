@@ -181,6 +181,10 @@ class Supervisor:
             if ranks:
                 stopped = [self.stop(r.spec.name, now) for r in ranks]
                 return stopped[0]
+            if self.store.drop_quarantined(name):
+                self.store.event(now, name, "quarantine cleared", detail="stop requested")
+                raise InputError(f"workload {name!r}", "was set aside as unreadable "
+                                 "(quarantined); its row is removed now")
             raise InputError(f"workload {name!r}", "does not exist")
         if record.status.final:
             return record

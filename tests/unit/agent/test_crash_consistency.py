@@ -184,6 +184,54 @@ def test_an_unreadable_row_is_quarantined_and_the_rest_supervised(tmp_path: Path
     assert "odd" in StateStore(agent.db).quarantined
 
 
+def quarantine_row(agent: Agent, name: str, status: str = "running") -> None:
+    """Write an unreadable row ``name`` (a spec a later version refuses) and restart."""
+    agent.store.close()
+    with sqlite3.connect(agent.db) as conn:
+        conn.execute("INSERT OR REPLACE INTO workloads (name, spec, status) VALUES (?, ?, ?)",
+                     (name, json.dumps({"name": name, "argv": "sh -c id", "role": "offline",
+                                        "gpu": 0}), status))
+    agent.restart_agent()
+    agent.run(1.0)
+
+
+def test_a_quarantine_entry_is_cleared_when_its_name_is_submitted_again(
+        tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    quarantine_row(agent, "odd", "completed")
+    assert "odd" in agent.store.quarantined
+    agent.submit({**OFFLINE, "name": "odd"})
+    assert "odd" not in agent.store.quarantined
+    agent.run(1.0)
+    assert agent.status("odd") is Status.RUNNING
+    agent.restart_agent()
+    assert "odd" not in agent.store.quarantined
+
+
+def test_a_quarantine_entry_is_cleared_when_its_process_is_adopted(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.submit(OFFLINE)
+    agent.run(1.0)
+    pid = agent.record("train").pid
+    quarantine_row(agent, "train")  # its row unreadable; its process runs on
+    assert agent.record("train").pid == pid  # adopted from the spec in its environment
+    assert "train" not in agent.store.quarantined
+    agent.restart_agent()
+    assert "train" not in agent.store.quarantined
+
+
+def test_a_stop_of_a_quarantined_name_clears_its_entry(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    quarantine_row(agent, "odd", "completed")
+    with pytest.raises(InputError, match="quarantined"):
+        agent.sup.stop("odd", agent.clock())
+    assert "odd" not in agent.store.quarantined
+    agent.restart_agent()
+    assert "odd" not in agent.store.quarantined
+    with pytest.raises(InputError, match="does not exist"):
+        agent.sup.stop("odd", agent.clock())
+
+
 # --- 6. the intent before the act; an exit recorded once ---------------------------------------
 
 def test_a_crash_after_stopping_is_written_still_stops(tmp_path: Path) -> None:
