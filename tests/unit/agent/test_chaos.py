@@ -196,43 +196,63 @@ class Scenario:
         else:
             self.d.share(self.train, 30)
         for _ in range(6):
-            self.d.tick()
+            self.tick()
+
+    def tick(self) -> None:
+        """One tick, then never two copies of a workload: also not for a moment (one that a
+        later recovery kills fails the test too)."""
+        self.d.tick()
+        for name in self.specs:
+            copies = self.d.copies(name)
+            assert len(copies) <= 1, f"{name}: two copies {copies} during {self.op}"
 
     def settle(self) -> None:
         deadline = time.monotonic() + 15.0
         while time.monotonic() < deadline:
-            self.d.tick()
+            self.tick()
             if self.settled():
                 return
 
     def settled(self) -> bool:
-        for name in self.answered:
+        """Every workload with a row (its submit answered, or only recorded) runs, or is
+        stopped as asked, or is reported failed; one without a row has no process."""
+        for name in self.specs:
             record = self.d.record(name)
+            if record is None:
+                if name in self.answered or self.d.copies(name):
+                    return False
+                continue
+            if record.status is Status.FAILED and record.last_exit:
+                continue  # reported, with why
             want = Status.STOPPED if name == self.train and self.stopped else Status.RUNNING
-            if record is None or record.status is not want:
+            if record.status is not want:
                 return False
             if len(self.d.copies(name)) != (0 if want is Status.STOPPED else 1):
                 return False
         return True
 
     def check(self) -> None:
-        """Never two copies, never a lost workload, every answered submit present."""
+        """Never two copies, never a lost workload, every answered submit present, and every
+        recorded one (answered or not) run or reported, never left pending."""
         self.settle()
-        names = {self.web, self.train} if "submit" not in self.op else self.answered
-        for name in names | self.answered:
+        for name in self.specs:
             record = self.d.record(name)
             copies = self.d.copies(name)
             assert len(copies) <= 1, f"{name}: two copies {copies}"
             if name in self.answered:
                 assert record is not None, f"{name}: submit answered, then lost"
             if record is None:
-                assert copies == []  # an unanswered submit: nothing runs for it
+                assert copies == []  # an unrecorded submit: nothing runs for it
+                continue
+            if record.status is Status.FAILED:
+                assert record.last_exit, record  # reported, with why
+                assert copies == [], record
                 continue
             if name == self.train and self.stopped:
                 assert record.status is Status.STOPPED, record
                 assert copies == [], record
                 continue
-            assert record.status is Status.RUNNING, record
+            assert record.status is Status.RUNNING, record  # never pending for good
             assert copies == [record.pid], (record, copies)
         train = self.d.record(self.train)
         if self.share is not None and train is not None:
