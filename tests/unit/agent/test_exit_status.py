@@ -5,7 +5,9 @@ that exited 0 is completed, never run a second time."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cotenant.agent.backends import procfs
+from cotenant.agent.backends import procfs, trampoline
 from cotenant.agent.backends.local import TRAMPOLINE
 
 from .test_laptop import SLEEPER, Laptop, wait_for
@@ -87,3 +89,23 @@ def test_after_a_restart_the_status_is_read_from_the_log_when_no_exit_file(
     record = laptop.record()
     assert record["status"] == "completed", record
     assert record["restarts"] == 0
+
+
+def test_a_stop_sent_to_the_wrapper_alone_reaches_its_program(tmp_path: Path) -> None:
+    """The agent's list of a workload's processes may predate the program (a stop while
+    the wrapper starts it): a SIGTERM that reaches only the wrapper still ends the program,
+    and is recorded as such."""
+    exit_file, running = tmp_path / "token", tmp_path / "running"
+    program = f"import time; open({str(running)!r}, 'w').close(); time.sleep(60)"
+    with trampoline.blocked():
+        wrapper = subprocess.Popen([sys.executable, "-I", str(TRAMPOLINE), str(exit_file),
+                                    sys.executable, "-c", program], start_new_session=True)
+    try:
+        assert wait_for(running.exists)
+        os.kill(wrapper.pid, signal.SIGTERM)  # the wrapper only, its program running
+        assert wrapper.wait(timeout=20) == -signal.SIGTERM
+        assert exit_file.read_text() == "signal 15"
+    finally:
+        if wrapper.poll() is None:
+            os.killpg(wrapper.pid, signal.SIGKILL)
+        wrapper.wait()

@@ -11,10 +11,13 @@ file (or that line) instead (:mod:`.local`), so a job that exited 0 while no age
 ``completed``, not run again.
 
 The agent signals every process of a workload (its cgroup, group or token), the workload
-itself included; the wrapper ignores SIGTERM, SIGINT and SIGHUP (with a handler, which the
-child does not inherit) so that it is still there to write the status. The agent starts it
-with those signals blocked (:func:`blocked`), so that one sent while it starts up waits for
-the handler; one that came before the child existed is passed on to it once it does. It runs
+itself included; the wrapper catches SIGTERM, SIGINT and SIGHUP (with a handler, which the
+child does not inherit) so that it is still there to write the status, and passes each on
+to its child: the agent's list of the workload's processes may predate the child (a stop
+while the wrapper starts it), so the wrapper cannot count on the child having it too. The
+agent starts it with those signals blocked (:func:`blocked`), so that one sent while it
+starts up waits for the handler; one that came before the child existed is passed on to it
+once it does. It runs
 by path with ``-I`` and imports nothing of cotenant: it starts in tens of milliseconds.
 """
 
@@ -29,14 +32,17 @@ from collections.abc import Iterator
 
 _IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _early: list[int] = []  # signals that came before the child existed
-_started = False
+_child: subprocess.Popen[bytes] | None = None
 
 
 def _note(signum: int, _frame: object) -> None:  # a handler is given an int
-    """Once the child runs it has the signal too (the agent signals them all): wait for it
-    to end. Before, keep it for the child."""
-    if not _started:
+    """Pass the signal on to the child (a second copy of one the agent sent it too is
+    harmless; a stop it missed would be lost); before the child exists, keep it for it."""
+    if _child is None:
         _early.append(signum)
+    else:
+        with contextlib.suppress(OSError):
+            _child.send_signal(signum)  # a no-op once it has been reaped
 
 
 @contextlib.contextmanager
@@ -78,7 +84,7 @@ def main(args: list[str]) -> int:
     if len(args) < 2:
         sys.stderr.write("trampoline: usage: EXIT_FILE ARGV...\n")
         return 2
-    global _started  # noqa: PLW0603 - the handler's view of the child
+    global _child  # noqa: PLW0603 - the handler's view of the child
     path, argv = args[0], args[1:]
     for signum in _IGNORED:
         signal.signal(signum, _note)
@@ -89,7 +95,7 @@ def main(args: list[str]) -> int:
         sys.stderr.write(f"cannot start {argv[0]!r}: {exc.strerror or exc}\n")
         write_status(path, "exit 127")
         return 127
-    _started = True
+    _child = child
     for early in _early:  # a stop that came while it started
         with contextlib.suppress(OSError):
             child.send_signal(early)
