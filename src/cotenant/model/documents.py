@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -79,6 +80,39 @@ def loads_yaml(text: str, where: str) -> Any:
             raise InputError(where, "not valid YAML: nested too deeply") from exc
         raise InputError(f"{where}{line}", f"not valid YAML{': ' + problem if problem else ''}"
                          ) from exc
+
+
+API_VERSION = "cotenant/v1alpha1"
+
+
+def read_text(path: Path) -> str:
+    """The UTF-8 text of ``path``; an :class:`InputError` naming it when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), f"cannot be read: {exc}") from exc
+
+
+def read_yaml(path: Path) -> Any:
+    """The YAML document in ``path`` (see :func:`loads_yaml`)."""
+    return loads_yaml(read_text(path), str(path))
+
+
+def check_header(data: Any, where: str, kind: str, allowed: Iterable[str]) -> dict[str, Any]:
+    """``data`` as a versioned document of ``kind``: a mapping with only ``allowed`` keys
+    (``apiVersion`` and ``kind`` among them) naming this API version and kind."""
+    if not isinstance(data, dict):
+        raise InputError(where, "must be a mapping with apiVersion, kind, ...")
+    known = set(allowed)
+    for key in data:
+        if key not in known:
+            raise InputError(f"{where}.{key}", "unknown key",
+                             hint=f"known: {', '.join(sorted(known))}")
+    if data.get("apiVersion") != API_VERSION:
+        raise InputError(f"{where}.apiVersion", f"must be {API_VERSION!r}")
+    if data.get("kind") != kind:
+        raise InputError(f"{where}.kind", f"must be {kind!r}")
+    return data
 
 
 MERGE_TAG = "tag:yaml.org,2002:merge"

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from cotenant.errors import InputError
+from cotenant.model.documents import read_text
 from cotenant.perf.kernels import UNKNOWN, Units
 
 KINDS = (1, 0, -1)
@@ -82,8 +83,5 @@ def parse_kernel_trace(text: str, name: str) -> Units:
 
 
 def load_kernel_trace(path: Path) -> Units:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"cannot be read: {exc}") from exc
+    text = read_text(path)
     return parse_kernel_trace(text, str(path))

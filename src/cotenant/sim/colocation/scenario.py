@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from cotenant.errors import CotenantError, InputError
-from cotenant.model.documents import loads_yaml
+from cotenant.model.documents import check_header, read_yaml
 from cotenant.perf.interference import SOURCES, STATISTICS
 from cotenant.perf.slo import DEFAULT_MULTIPLE, check_multiple
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy
@@ -52,7 +52,6 @@ from cotenant.sim.colocation.records import REACTION_S, ColocationConfig
 from cotenant.sim.colocation.workload import ARRIVALS
 from cotenant.traces.bursts import DEFAULT_ALPHA, DEFAULT_SUBSTEPS
 
-API_VERSION = "cotenant/v1alpha1"
 KIND = "ColocationScenario"
 DEFAULT_POLICIES = ("dedicated", "mps-fixed", "time-slicing", "priority", "muxflow",
                     "cotenant-pause", "cotenant-priority")
@@ -120,23 +119,13 @@ class ColocationScenario:
 
     @classmethod
     def load(cls, path: Path) -> ColocationScenario:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(str(path), f"cannot be read: {exc}") from exc
-        return cls.from_mapping(loads_yaml(text, str(path)), str(path), path.parent)
+        return cls.from_mapping(read_yaml(path), str(path), path.parent)
 
     @classmethod
     def from_mapping(cls, data: Any, where: str, base: Path | None = None) -> ColocationScenario:
         """The scenario of a parsed document; paths relative to ``base``."""
-        if not isinstance(data, dict):
-            raise InputError(where, "must be a mapping with apiVersion, kind, ...")
-        _keys(data, where, {"apiVersion", "kind", "seed", "workload", "world", "policies",
-                            "frontier"})
-        if data.get("apiVersion") != API_VERSION:
-            raise InputError(f"{where}.apiVersion", f"must be {API_VERSION!r}")
-        if data.get("kind") != KIND:
-            raise InputError(f"{where}.kind", f"must be {KIND!r}")
+        data = check_header(data, where, KIND, ("apiVersion", "kind", "seed", "workload", "world",
+                                                "policies", "frontier"))
         return cls(
             seed=_int(data.get("seed", 42), f"{where}.seed", 0),
             workload=_section(WorkloadSpec, data.get("workload", {}), f"{where}.workload", base),

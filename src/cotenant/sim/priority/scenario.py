@@ -26,14 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from cotenant.errors import InputError
-from cotenant.model.documents import loads_yaml
+from cotenant.model.documents import check_header, read_yaml
 from cotenant.perf.kernels import DEFAULT_MAX_KERNELS, kernel_profile
 from cotenant.policies.priority import PRIORITY, Scheduler
 from cotenant.sim.priority.compare import DEFAULT_SCHEDULERS
 from cotenant.sim.priority.run import Pair, PairResult, run_pair
 from cotenant.traces.kernels import load_kernel_trace
 
-API_VERSION = "cotenant/v1alpha1"
 KIND = "PriorityScenario"
 _KEYS = {"apiVersion", "kind", "seed", "hp", "be", "hpTrace", "beTrace", "load", "requests",
          "arrivals", "maxKernels", "schedulers"}
@@ -68,24 +67,11 @@ class PriorityScenario:
 
     @classmethod
     def load_file(cls, path: Path) -> PriorityScenario:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(str(path), f"cannot be read: {exc}") from exc
-        return cls.from_mapping(loads_yaml(text, str(path)), str(path), path.parent)
+        return cls.from_mapping(read_yaml(path), str(path), path.parent)
 
     @classmethod
     def from_mapping(cls, data: Any, where: str, base: Path | None = None) -> PriorityScenario:
-        if not isinstance(data, dict):
-            raise InputError(where, "must be a mapping with apiVersion, kind, ...")
-        for key in data:
-            if key not in _KEYS:
-                raise InputError(f"{where}.{key}", "unknown key",
-                                 hint=f"known: {', '.join(sorted(_KEYS))}")
-        if data.get("apiVersion") != API_VERSION:
-            raise InputError(f"{where}.apiVersion", f"must be {API_VERSION!r}")
-        if data.get("kind") != KIND:
-            raise InputError(f"{where}.kind", f"must be {KIND!r}")
+        data = check_header(data, where, KIND, _KEYS)
         out: dict[str, Any] = {}
         for key, name, typ in (("seed", "seed", int), ("requests", "requests", int),
                                ("maxKernels", "max_kernels", int), ("load", "load", float),

@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cotenant.errors import CotenantError, InputError
+from cotenant.model.documents import API_VERSION
 from cotenant.policies.placement import PLACEMENT
 from cotenant.registry import Registry
 from cotenant.sim.colocation.inputs import workload_of
 from cotenant.sim.colocation.run import run_colocation
-from cotenant.sim.colocation.scenario import API_VERSION, ColocationScenario
 from cotenant.sim.colocation.scenario import KIND as SCENARIO
+from cotenant.sim.colocation.scenario import ColocationScenario
 from cotenant.sim.experiment import summarise
 from cotenant.sim.fragmentation import FragmentationConfig, check_gpu_demand, run_fragmentation
 from cotenant.sim.sweep.spec import Sweep, label

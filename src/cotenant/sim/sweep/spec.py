@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from cotenant.errors import InputError
-from cotenant.model.documents import loads_yaml
+from cotenant.model.documents import check_header, read_yaml
 
-API_VERSION = "cotenant/v1alpha1"
 KIND = "Sweep"
 MAX_RUNS = 1_000_000
 """Past this a typo (a grid of a thousand values on three axes), not a sweep."""
@@ -76,25 +75,12 @@ class Sweep:
 
     @classmethod
     def load(cls, path: Path) -> Sweep:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(str(path), f"cannot be read: {exc}") from exc
-        return cls.from_mapping(loads_yaml(text, str(path)), str(path), path.parent)
+        return cls.from_mapping(read_yaml(path), str(path), path.parent)
 
     @classmethod
     def from_mapping(cls, data: Any, where: str, base_dir: Path | None = None) -> Sweep:
-        if not isinstance(data, dict):
-            raise InputError(where, "must be a mapping with apiVersion, kind, simulator, ...")
-        allowed = {"apiVersion", "kind", "simulator", "base", "grid", "seeds"}
-        for key in data:
-            if key not in allowed:
-                raise InputError(f"{where}.{key}", "unknown key",
-                                 hint=f"known: {', '.join(sorted(allowed))}")
-        if data.get("apiVersion") != API_VERSION:
-            raise InputError(f"{where}.apiVersion", f"must be {API_VERSION!r}")
-        if data.get("kind") != KIND:
-            raise InputError(f"{where}.kind", f"must be {KIND!r}")
+        data = check_header(data, where, KIND,
+                            ("apiVersion", "kind", "simulator", "base", "grid", "seeds"))
         simulator = data.get("simulator")
         if not isinstance(simulator, str):
             raise InputError(f"{where}.simulator", "must name a simulator",
