@@ -10,12 +10,10 @@ extender's HTTP API, and deletes the pod and the capacity again.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import urllib.request
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,23 +23,17 @@ from cotenant.integrations.k8s.cache import ClusterCache
 from cotenant.integrations.k8s.extender import Extender
 from cotenant.integrations.k8s.server import ExtenderServer
 from cotenant.policies.placement import PLACEMENT
+from tests.unit.integrations.k8s.live import answering, kubeconfig
 
 pytestmark = pytest.mark.k8s
 
-KUBECONFIG = os.environ.get("COTENANT_K8S_KUBECONFIG", "")
 
 
 @pytest.fixture
 def cluster() -> Any:
-    if not KUBECONFIG or not Path(KUBECONFIG).is_file():
-        pytest.skip("set COTENANT_K8S_KUBECONFIG to a throw-away cluster's kubeconfig")
+    config = kubeconfig()
     kube_mod = pytest.importorskip("cotenant.integrations.k8s.kube")
-    kube = kube_mod.ClientKube(Path(KUBECONFIG))
-    try:
-        kube.core.list_node(_request_timeout=5)
-    except Exception as exc:  # any failure to reach it means: no cluster here
-        pytest.skip(f"the API server in {KUBECONFIG} does not answer: {exc}")
-    return kube_mod, kube
+    return kube_mod, answering(kube_mod.ClientKube(config))
 
 
 def post(url: str, body: dict[str, Any]) -> Any:

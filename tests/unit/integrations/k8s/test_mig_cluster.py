@@ -8,30 +8,22 @@ pods out of and into rotation, and removes the labels again.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cotenant.integrations.k8s.mig.steps import CONFIG_LABEL, STATE_LABEL
+from tests.unit.integrations.k8s.live import answering, kubeconfig
 
 pytestmark = pytest.mark.k8s
 
-KUBECONFIG = os.environ.get("COTENANT_K8S_KUBECONFIG", "")
 
 
 @pytest.fixture
 def api() -> Any:
-    if not KUBECONFIG or not Path(KUBECONFIG).is_file():
-        pytest.skip("set COTENANT_K8S_KUBECONFIG to a throw-away cluster's kubeconfig")
+    config = kubeconfig()
     client_mod = pytest.importorskip("cotenant.integrations.k8s.mig.client")
-    api = client_mod.ClientMigApi(Path(KUBECONFIG))
-    try:
-        api.core.list_node(_request_timeout=5)
-    except Exception as exc:  # any failure to reach it means: no cluster here
-        pytest.skip(f"the API server in {KUBECONFIG} does not answer: {exc}")
-    return api
+    return answering(client_mod.ClientMigApi(config))
 
 
 def test_labels_and_rotation_through_a_real_api_server(api: Any) -> None:
