@@ -93,25 +93,36 @@ def node_counts(plan: Plan, gpus_per_node: int) -> dict[str, int]:
 
 
 def _per_node(plan: Plan, gpu_model: str, gpus_per_node: int) -> dict[str, Any]:
+    return mig_parted_configs(node_layouts(plan, gpus_per_node), gpu_model, gpus_per_node)[0]
+
+
+NodeKey = tuple[tuple[tuple[str, int], ...], ...]
+
+
+def mig_parted_configs(node_keys: list[NodeKey], gpu_model: str,
+                       gpus_per_node: int) -> tuple[dict[str, Any], list[str]]:
+    """The mig-parted document for nodes whose devices have ``node_keys`` layouts (one config
+    per distinct node, ``cotenant-node-<n>`` in order of first use), and each node's config
+    name."""
+    names: dict[NodeKey, str] = {}
     configs: dict[str, Any] = {}
-    seen: set[tuple[tuple[tuple[str, int], ...], ...]] = set()
-    for node in node_layouts(plan, gpus_per_node):
-        if node in seen:
+    for keys in node_keys:
+        if keys in names:
             continue
-        seen.add(node)
+        name = names[keys] = f"cotenant-node-{len(names)}"
         selections: list[dict[str, Any]] = []
-        for key in dict.fromkeys(node):  # each distinct layout, in device order
+        for key in dict.fromkeys(keys):  # each distinct layout, in device order
             selection: dict[str, Any] = {
-                "devices": [i for i, k in enumerate(node) if k == key], "mig-enabled": True}
+                "devices": [i for i, k in enumerate(keys) if k == key], "mig-enabled": True}
             if gpu_model in DEVICE_FILTERS:
                 selection["device-filter"] = list(DEVICE_FILTERS[gpu_model])
             selection["mig-devices"] = dict(key)
             selections.append(selection)
-        if len(node) < gpus_per_node:  # a node the plan does not fill
-            selections.append({"devices": list(range(len(node), gpus_per_node)),
+        if len(keys) < gpus_per_node:  # a node the plan does not fill
+            selections.append({"devices": list(range(len(keys), gpus_per_node)),
                                "mig-enabled": False})
-        configs[f"cotenant-node-{len(seen) - 1}"] = selections
-    return {"version": "v1", "mig-configs": configs}
+        configs[name] = selections
+    return {"version": "v1", "mig-configs": configs}, [names[k] for k in node_keys]
 
 
 def to_json(problem: PartitionProblem, plan: Plan, gpu_model: str) -> dict[str, Any]:

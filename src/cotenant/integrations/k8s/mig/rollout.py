@@ -28,7 +28,7 @@ from cotenant.model.deployment import Deployment, GpuPlan
 from cotenant.model.mig import MigLayout
 from cotenant.model.serving import ServingSpec
 from cotenant.perf.mig_profiles import ProfileTable
-from cotenant.policies.partition.export import DEVICE_FILTERS, layout_key
+from cotenant.policies.partition.export import layout_key, mig_parted_configs
 from cotenant.policies.partition.planner import DEFAULT_TIME_LIMIT, plan_spec
 from cotenant.policies.partition.problem import PartitionProblem
 from cotenant.policies.partition.reconfig import (
@@ -83,31 +83,6 @@ def _replicas(problem: PartitionProblem, gpus: list[GpuPlan]) -> tuple[Replica, 
                         if service in index else 0.0)
                 out.append((service, rate))
     return tuple(out)
-
-
-def mig_parted_configs(node_keys: list[tuple[tuple[tuple[str, int], ...], ...]],
-                       gpu_model: str, gpus_per_node: int) -> tuple[dict[str, Any], list[str]]:
-    """The mig-parted document for nodes whose devices have ``node_keys`` layouts, and each
-    node's config name (one config per distinct node)."""
-    names: dict[tuple[tuple[tuple[str, int], ...], ...], str] = {}
-    configs: dict[str, Any] = {}
-    for keys in node_keys:
-        if keys in names:
-            continue
-        name = names[keys] = f"cotenant-node-{len(names)}"
-        selections: list[dict[str, Any]] = []
-        for key in dict.fromkeys(keys):
-            selection: dict[str, Any] = {
-                "devices": [i for i, k in enumerate(keys) if k == key], "mig-enabled": True}
-            if gpu_model in DEVICE_FILTERS:
-                selection["device-filter"] = list(DEVICE_FILTERS[gpu_model])
-            selection["mig-devices"] = dict(key)
-            selections.append(selection)
-        if len(keys) < gpus_per_node:
-            selections.append({"devices": list(range(len(keys), gpus_per_node)),
-                               "mig-enabled": False})
-        configs[name] = selections
-    return {"version": "v1", "mig-configs": configs}, [names[k] for k in node_keys]
 
 
 def build_rollout(problem: PartitionProblem, gpu_model: str, current: tuple[GpuPlan, ...],
