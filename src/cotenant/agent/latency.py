@@ -43,8 +43,9 @@ from typing import ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
 from cotenant.agent.histogram import Series, histogram_quantile, increase, read_series
+from cotenant.agent.records import Status
 from cotenant.agent.spec import UNIT_MS, LatencyMetric, Role
-from cotenant.agent.state import StateStore, Status
+from cotenant.agent.state import StateStore
 from cotenant.errors import CotenantError, check_seconds
 from cotenant.policies.colocation import GuardSettings
 

@@ -26,7 +26,7 @@ from prometheus_client import (
 )
 
 from cotenant.agent.backends.base import GpuInfo
-from cotenant.agent.state import Status, WorkloadRecord
+from cotenant.agent.records import Status, WorkloadRecord
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 DOWNTIME_BUCKETS_S = (1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 45.0, 60.0, 120.0, 300.0,

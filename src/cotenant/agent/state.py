@@ -21,61 +21,43 @@ and the events of the same step (an exit and its count) are written in one trans
 state directory is made owner-only (0700) and the database files 0600: a spec's environment
 may hold secrets.
 
-The store is shared by the reconcile loop and the API's threads: every call holds one lock,
-briefly (reads never wait for SQLite).
+The records are :mod:`cotenant.agent.records`, the file and its schema
+:mod:`cotenant.agent.statedb`. The store is shared by the reconcile loop and the API's
+threads: every call holds one lock, briefly (reads never wait for SQLite).
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from cotenant.agent.faultpoints import FaultPoints
+from cotenant.agent.records import (
+    COLUMNS,
+    Event,
+    EventRow,
+    Status,
+    WorkloadRecord,
+    from_row,
+    to_row,
+)
 from cotenant.agent.spec import WorkloadSpec
-from cotenant.errors import CotenantError, InputError, TemporaryError
+from cotenant.agent.statedb import PUT, RETRY_S, SCHEMA, StorageError, identity, open_database
+from cotenant.errors import CotenantError, InputError
+
+__all__ = ["BUSY_TIMEOUT_S", "KEEP_EVENTS", "KEEP_FINISHED", "MAX_PENDING_EVENTS", "PRUNE_EVERY",
+           "RETRY_S", "Event", "StateStore", "Status", "StorageError", "WorkloadRecord"]
 
 log = logging.getLogger(__name__)
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS workloads (
-    name TEXT PRIMARY KEY, spec TEXT NOT NULL, status TEXT NOT NULL, pid INTEGER,
-    restarts INTEGER NOT NULL DEFAULT 0, next_start REAL NOT NULL DEFAULT 0,
-    share_pct INTEGER, applied_pct INTEGER, since REAL NOT NULL DEFAULT 0,
-    last_exit TEXT NOT NULL DEFAULT '', failures INTEGER NOT NULL DEFAULT 0,
-    launch TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, workload TEXT NOT NULL,
-    kind TEXT NOT NULL, fault TEXT, detail TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS fault_counts (
-    workload TEXT NOT NULL, fault TEXT NOT NULL, n INTEGER NOT NULL,
-    PRIMARY KEY (workload, fault)
-);
-CREATE TABLE IF NOT EXISTS quarantine (
-    name TEXT PRIMARY KEY, row TEXT NOT NULL, reason TEXT NOT NULL
-);
-"""
-_COUNT_EXITS = """
-INSERT OR IGNORE INTO fault_counts (workload, fault, n)
-SELECT workload, fault, COUNT(*) FROM events WHERE kind = 'exit' AND fault IS NOT NULL
-GROUP BY workload, fault
-"""
-_COLUMNS = ("name", "spec", "status", "pid", "restarts", "next_start", "share_pct",
-            "applied_pct", "since", "last_exit", "failures", "launch")
-_PUT = (f"INSERT OR REPLACE INTO workloads ({', '.join(_COLUMNS)}) "
-        f"VALUES ({','.join('?' * len(_COLUMNS))})")
 
 KEEP_EVENTS = 100_000
 """Rows the event log keeps (the newest); older ones go every :data:`PRUNE_EVERY` events."""
@@ -85,72 +67,9 @@ KEEP_FINISHED = 500
 a workload is added. Their events stay in the event log."""
 BUSY_TIMEOUT_S = 1.0
 """How long a write waits for a lock another process holds before it counts as failed."""
-RETRY_S = 1.0
-"""While writes fail, how often :meth:`StateStore.flush` tries again."""
 MAX_PENDING_EVENTS = 10_000
 """Events kept in memory while writes fail; beyond, the oldest are dropped (and counted)."""
 
-
-class StorageError(TemporaryError):
-    """A write that had to reach the disk did not (disk full, database locked)."""
-
-
-class Status(enum.Enum):
-    PENDING = "pending"  # to be started at next_start
-    BACKOFF = "backoff"  # crashed; restarts at next_start
-    STARTING = "starting"  # intent: a process with this launch id may exist
-    RUNNING = "running"
-    RESTARTING = "restarting"  # the agent is stopping it to start it again
-    STOPPING = "stopping"  # a user asked it to stop
-    STOPPED = "stopped"  # final: stopped on request or gracefully by a signal
-    COMPLETED = "completed"  # final: exit 0
-    FAILED = "failed"  # final: could not be started, or too many restarts
-
-    @property
-    def final(self) -> bool:
-        return self in (Status.STOPPED, Status.COMPLETED, Status.FAILED)
-
-    @property
-    def has_process(self) -> bool:
-        return self in (Status.RUNNING, Status.RESTARTING, Status.STOPPING)
-
-
-@dataclass(frozen=True)
-class WorkloadRecord:
-    spec: WorkloadSpec
-    status: Status
-    pid: int | None = None
-    restarts: int = 0
-    next_start: float = 0.0
-    share_pct: int | None = None
-    applied_pct: int | None = None
-    since: float = 0.0
-    last_exit: str = ""
-    failures: int = 0
-    """Its own faults since its last stable run: what its restart budget counts (``restarts``
-    counts every restart after a fault, those that were not its fault too)."""
-    launch: str = ""
-    """The launch id of its current (or starting) process, in that process's environment."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.spec.to_dict(), "status": self.status.value, "pid": self.pid,
-            "restarts": self.restarts, "share_pct": self.share_pct,
-            "applied_pct": self.applied_pct, "last_exit": self.last_exit,
-            "failures": self.failures,
-        }
-
-
-@dataclass(frozen=True)
-class Event:
-    time: float
-    workload: str
-    kind: str
-    fault: str | None
-    detail: str
-
-
-_EventRow = tuple[float, str, str, str | None, str]
 
 
 class StateStore:
@@ -169,7 +88,7 @@ class StateStore:
         self.version = 0
         """Counts the changes to the records in memory (a reader's cache key)."""
         self._dirty: set[str] = set()
-        self._pending: list[_EventRow] = []
+        self._pending: list[EventRow] = []
         self._counts: dict[tuple[str, str], int] = {}
         self.quarantined: dict[str, str] = {}
         """Rows this version could not read: name -> why (moved to the ``quarantine`` table)."""
@@ -186,45 +105,17 @@ class StateStore:
     # --- opening -----------------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
+        db = open_database(self.path, self.busy_timeout_s)
         if isinstance(self.path, Path):
-            _private_file(self.path)
-        db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None,
-                             timeout=self.busy_timeout_s)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            counted = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-                                 "name = 'fault_counts'").fetchone() is not None
-            db.executescript(_SCHEMA)
-            columns = {row[1] for row in db.execute("PRAGMA table_info(workloads)")}
-            if "failures" not in columns:  # a state from before the restart budget's count
-                db.execute("ALTER TABLE workloads ADD COLUMN failures INTEGER NOT NULL "
-                           "DEFAULT 0")
-            if "launch" not in columns:  # a state from before write-ahead starts
-                db.execute("ALTER TABLE workloads ADD COLUMN launch TEXT NOT NULL DEFAULT ''")
-            if not counted:  # a state from before the counts had their own table
-                db.execute(_COUNT_EXITS)
-        except sqlite3.OperationalError as exc:  # locked, full, read-only: may pass
-            db.close()
-            raise StorageError(f"state database {self.path}: {exc}", delay_s=RETRY_S,
-                               hint="is another agent using this --state-dir?") from exc
-        except sqlite3.DatabaseError as exc:  # not SQLite, or a schema of something else
-            db.close()
-            raise InputError(str(self.path), f"is not the agent's state database ({exc})",
-                             hint="move it aside, or give another --state-dir") from exc
-        if isinstance(self.path, Path):
-            for suffix in ("", "-wal", "-shm"):  # SQLite gives them the database's mode
-                with contextlib.suppress(OSError):
-                    Path(f"{self.path}{suffix}").chmod(0o600)
-            self._identity = _identity(self.path)
+            self._identity = identity(self.path)
         return db
 
     def _load(self) -> None:
-        rows = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM workloads").fetchall()
+        rows = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM workloads").fetchall()
         bad: list[tuple[str, str, str]] = []
         for row in rows:
             try:
-                record = _record(row)
+                record = from_row(row)
             except (CotenantError, ValueError, TypeError, KeyError) as exc:
                 reason = exc.one_line() if isinstance(exc, CotenantError) else repr(exc)
                 bad.append((str(row[0]), json.dumps(list(row)), reason[:300]))
@@ -269,7 +160,7 @@ class StateStore:
                 self._db.execute("ROLLBACK")
             raise
 
-    def _write(self, rows: list[WorkloadRecord], events: list[_EventRow], *,
+    def _write(self, rows: list[WorkloadRecord], events: list[EventRow], *,
                durable: bool) -> bool:
         """Write ``rows`` and ``events`` in one transaction: True once written. While writes
         fail they wait for the next retry in memory (False), unless ``durable``: then the
@@ -315,12 +206,12 @@ class StateStore:
             del self.quarantined[name]
             return True
 
-    def _statements(self, rows: list[WorkloadRecord], events: list[_EventRow],
+    def _statements(self, rows: list[WorkloadRecord], events: list[EventRow],
                     gone: Iterable[str] = ()) -> None:
         for name in gone:
             self._db.execute("DELETE FROM workloads WHERE name = ?", (name,))
         for record in rows:
-            self._db.execute(_PUT, _row(record))
+            self._db.execute(PUT, to_row(record))
             if record.spec.name in self.quarantined:  # the name has a readable row again
                 self._db.execute("DELETE FROM quarantine WHERE name = ?", (record.spec.name,))
         for now, workload, kind, fault, detail in events:
@@ -335,7 +226,7 @@ class StateStore:
             if last % PRUNE_EVERY == 0:  # the log keeps its newest KEEP_EVENTS rows
                 self._db.execute("DELETE FROM events WHERE id <= ?", (last - KEEP_EVENTS,))
 
-    def _defer(self, rows: list[WorkloadRecord], events: list[_EventRow]) -> None:
+    def _defer(self, rows: list[WorkloadRecord], events: list[EventRow]) -> None:
         self._dirty |= {r.spec.name for r in rows}
         self._pending.extend(events)
         if len(self._pending) > MAX_PENDING_EVENTS:
@@ -359,7 +250,7 @@ class StateStore:
         """Write what failed to be written (in one transaction), and re-create a database
         file that was deleted under the agent from memory; True when nothing is left."""
         with self._lock:
-            if isinstance(self.path, Path) and _identity(self.path) != self._identity:
+            if isinstance(self.path, Path) and identity(self.path) != self._identity:
                 self._reopen()
             if self.degraded and self.monotonic() < self._retry_at:
                 return not self._dirty and not self._pending
@@ -399,7 +290,7 @@ class StateStore:
             self._identity = (-1, -1)  # tried again at the next flush
             self._db = sqlite3.connect(":memory:", check_same_thread=False,
                                        isolation_level=None)
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(SCHEMA)
             return
         self._dirty |= set(self._records)
         self._pending.append((time.time(), "node", "state recreated",
@@ -448,7 +339,7 @@ class StateStore:
         self.put(new, durable=durable)
         return new
 
-    def commit(self, record: WorkloadRecord, events: tuple[_EventRow, ...] = (), *,
+    def commit(self, record: WorkloadRecord, events: tuple[EventRow, ...] = (), *,
                durable: bool = False) -> WorkloadRecord:
         """``record`` and ``events`` (the same step: an exit and its outcome) together, in
         one transaction. A ``durable`` write that fails changes nothing, in memory either."""
@@ -462,7 +353,7 @@ class StateStore:
                 self._write([record], list(events), durable=False)
             return record
 
-    def _count(self, events: tuple[_EventRow, ...] | list[_EventRow]) -> None:
+    def _count(self, events: tuple[EventRow, ...] | list[EventRow]) -> None:
         for _, workload, kind, fault, _ in events:
             if kind == "exit" and fault is not None:
                 self._counts[workload, fault] = self._counts.get((workload, fault), 0) + 1
@@ -508,34 +399,3 @@ class StateStore:
         event log, whose oldest rows go: Prometheus counters never fall)."""
         with self._lock:
             return dict(self._counts)
-
-
-def _private_file(path: Path) -> None:
-    """Make ``path``'s directory owner-only (0700) and ``path`` an owner-only file (0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with contextlib.suppress(OSError):
-        path.parent.chmod(0o700)
-    with contextlib.suppress(OSError):
-        os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
-
-
-def _row(r: WorkloadRecord) -> tuple[Any, ...]:
-    return (r.spec.name, json.dumps(r.spec.to_dict()), r.status.value, r.pid, r.restarts,
-            r.next_start, r.share_pct, r.applied_pct, r.since, r.last_exit, r.failures,
-            r.launch)
-
-
-def _record(row: tuple[Any, ...]) -> WorkloadRecord:
-    _name, spec, status, pid, restarts, next_start, share, applied, since, last_exit, \
-        failures, launch = row
-    return WorkloadRecord(WorkloadSpec.from_dict(json.loads(spec)), Status(status), pid,
-                          restarts, next_start, share, applied, since, last_exit, failures,
-                          launch)

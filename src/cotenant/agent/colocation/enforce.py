@@ -32,8 +32,8 @@ import numpy as np
 
 from cotenant.agent.colocation.observe import Rows
 from cotenant.agent.colocation.priority import PriorityRuntime
+from cotenant.agent.records import Status, WorkloadRecord
 from cotenant.agent.spec import Role
-from cotenant.agent.state import Status, WorkloadRecord
 from cotenant.agent.supervisor import NODE, Supervisor
 from cotenant.errors import InputError
 from cotenant.policies.colocation import (

@@ -36,8 +36,8 @@ import numpy as np
 from cotenant.agent.backends.base import DeviceInventory, GpuInfo, workload_sm_util
 from cotenant.agent.colocation.load import LoadWindows, solo_load_pct
 from cotenant.agent.colocation.reports import P99Reports
+from cotenant.agent.records import Status, WorkloadRecord
 from cotenant.agent.spec import Role, WorkloadSpec
-from cotenant.agent.state import Status, WorkloadRecord
 from cotenant.agent.supervisor import NODE, Supervisor
 from cotenant.errors import CotenantError, InputError
 from cotenant.perf import mps

@@ -18,8 +18,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from cotenant.agent.records import Status
 from cotenant.agent.spec import Role
-from cotenant.agent.state import StateStore, Status
+from cotenant.agent.state import StateStore
 from cotenant.errors import InputError
 
 
