@@ -1,16 +1,26 @@
-"""The MIG controller's loop: read the rollout's node labels, ask :func:`.steps.step` what to
-do, do it through a :class:`MigApi`, and repeat until done or stopped. The clock and the sleep
-are injected, so tests and ``--dry-run`` run it on a manual clock against the fake.
+"""The MIG controller's loop: read the rollout's node labels and temporary pods, ask
+:func:`.steps.step` what to do, do it through a :class:`MigApi`, and repeat until done or
+stopped. The clock and the sleep are injected, so tests and ``--dry-run`` run it on a manual
+clock against the fake. A failed call to the cluster stops the rollout with its reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from cotenant.integrations.k8s.mig.rollout import Rollout
-from cotenant.integrations.k8s.mig.steps import Act, Action, Cursor, Labels, step
+from cotenant.errors import CotenantError
+from cotenant.integrations.k8s.mig.rollout import Rollout, TempReplica
+from cotenant.integrations.k8s.mig.steps import (
+    Act,
+    Action,
+    Cursor,
+    Limits,
+    Seen,
+    TempPod,
+    step,
+)
 
 
 class MigApi(Protocol):
@@ -28,6 +38,23 @@ class MigApi(Protocol):
         """Put the serving pods on ``node`` in (or out of) rotation; how many pods."""
         ...
 
+    def temporary_pods(self) -> dict[str, TempPod]:
+        """Every temporary pod the controller made, by name."""
+        ...
+
+    def create_temporary(self, temp: TempReplica) -> None:
+        """Create ``temp``'s pod, out of rotation: a copy of a serving pod of its service,
+        pinned to its node and asking for one ``nvidia.com/mig-<profile>``."""
+        ...
+
+    def admit_temporary(self, name: str) -> None:
+        """Put the temporary pod ``name`` in rotation."""
+        ...
+
+    def remove_temporary(self, name: str) -> None:
+        """Take the temporary pod ``name`` out of rotation and delete it."""
+        ...
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -35,6 +62,8 @@ class Settings:
     """Seconds a node may take from its label write to ``success`` (a reboot included)."""
     poll_s: float = 5.0
     """Seconds between reads of a node's state while it applies."""
+    ready_s: float = 300.0
+    """Seconds a temporary pod may take to become Ready (image pull included)."""
 
 
 @dataclass
@@ -49,37 +78,72 @@ class RolloutReport:
         return self.outcome is not None and self.outcome.act is Act.DONE
 
 
+class _Labels(Mapping[str, dict[str, str]]):
+    """The rollout's node labels, each read from the cluster when first looked up."""
+
+    def __init__(self, api: MigApi, nodes: tuple[str, ...]) -> None:
+        self.api, self.nodes, self.read = api, nodes, dict[str, dict[str, str]]()
+
+    def __getitem__(self, node: str) -> dict[str, str]:
+        if node not in self.nodes:
+            raise KeyError(node)
+        if node not in self.read:
+            self.read[node] = self.api.node_labels(node)
+        return self.read[node]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+
+def _carry_out(api: MigApi, action: Action) -> None:
+    node, pod = action.node, action.pod
+    assert node is not None
+    if action.act is Act.DRAIN:
+        api.set_rotation(node, False)
+    elif action.act is Act.LABEL:
+        assert action.config is not None
+        api.set_config(node, action.config)
+    elif action.act is Act.RESTORE:
+        api.set_rotation(node, True)
+    elif pod is not None and action.act is Act.CREATE:
+        api.create_temporary(pod)
+    elif pod is not None and action.act is Act.ADMIT:
+        api.admit_temporary(pod.name)
+    elif pod is not None and action.act is Act.REMOVE:
+        api.remove_temporary(pod.name)
+
+
 def run_rollout(rollout: Rollout, api: MigApi, clock: Callable[[], float],
                 sleep: Callable[[float], object], settings: Settings = Settings(),
                 on_action: Callable[[float, Action], None] | None = None) -> RolloutReport:
-    """Carry out ``rollout`` node by node; stops at the first failure, timeout or node that
-    lacks slack, and says why in the report's ``outcome``."""
+    """Carry out ``rollout`` change by change; stops at the first failure, timeout or node
+    that lacks slack, and says why in the report's ``outcome``. Started again on the same
+    rollout, it resumes from what the cluster's labels and temporary pods show."""
     report = RolloutReport()
     cursor = Cursor()
+    nodes = tuple(dict.fromkeys(c.node for c in rollout.changes))
+    limits = Limits(settings.timeout_s, settings.ready_s)
     while True:
-        if cursor.active is None:
-            nodes = [c.node for k, c in enumerate(rollout.changes) if k not in cursor.finished]
-        else:
-            nodes = [rollout.changes[cursor.active].node]
-        labels: Labels = {n: api.node_labels(n) for n in nodes}
         now = clock()
-        action, cursor = step(rollout, cursor, labels, now, settings.timeout_s)
+        try:
+            seen = Seen(_Labels(api, nodes), api.temporary_pods())
+            action, after = step(rollout, cursor, seen, now, limits)
+            if action.act not in (Act.WAIT, Act.DONE, Act.STOP):
+                _carry_out(api, action)
+        except CotenantError as exc:
+            action = Action(Act.STOP, reason=f"the cluster refused: {exc.one_line()}")
+            after = cursor
         if action.act is Act.WAIT:
+            cursor = after
             sleep(settings.poll_s)
             continue
-        if action.act in (Act.DONE, Act.STOP):
-            report.outcome = action
-            if on_action is not None:
-                on_action(now, action)
-            return report
-        assert action.node is not None
-        if action.act is Act.DRAIN:
-            api.set_rotation(action.node, False)
-        elif action.act is Act.LABEL:
-            assert action.config is not None
-            api.set_config(action.node, action.config)
-        elif action.act is Act.RESTORE:
-            api.set_rotation(action.node, True)
-        report.actions.append((now, action))
         if on_action is not None:
             on_action(now, action)
+        if action.act in (Act.DONE, Act.STOP):
+            report.outcome = action
+            return report
+        report.actions.append((now, action))
+        cursor = after

@@ -1,22 +1,38 @@
 """A stateful fake of the cluster side of a MIG rollout: node labels, the MIG manager that
-answers a ``nvidia.com/mig.config`` label with ``nvidia.com/mig.config.state``, and which
-nodes' serving pods are in rotation. For tests and ``cotenant k8s mig --dry-run``.
+answers a ``nvidia.com/mig.config`` label with ``nvidia.com/mig.config.state``, which nodes'
+serving pods are in rotation, and the controller's temporary pods. For tests and
+``cotenant k8s mig --dry-run``.
 
 Like NVIDIA's MIG manager, writing the config label sets the state to ``pending``; after
 ``apply_s`` (on the injected clock) the state becomes ``success``, or what the node's script
 says (``failed``; ``rebooting`` then ``success``; ``pending`` for ever). Its own rule: a node
-relabelled to a different layout while its pods are still in rotation fails (mig-parted
-cannot repartition GPUs that have processes on them).
+relabelled to a different layout while pods on it are still in rotation fails (mig-parted
+cannot repartition GPUs that have processes on them), and the temporary pods on it die.
+
+A temporary pod becomes Ready ``ready_s`` after it is created if its node is up and the
+node's applied config has an instance of its profile for it (else it stays Pending, as a pod
+asking for a resource no node offers does). Creating one fails where ``refuse`` names its
+service or no pod of the service exists to copy. A node in ``down`` answers nothing: its
+state stays as it is and its pods never become Ready.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from cotenant.errors import InputError
-from cotenant.integrations.k8s.mig.rollout import Rollout
-from cotenant.integrations.k8s.mig.steps import CONFIG_LABEL, STATE_LABEL
+from cotenant.errors import InputError, PermanentError
+from cotenant.integrations.k8s.mig.rollout import Rollout, TempReplica
+from cotenant.integrations.k8s.mig.steps import CONFIG_LABEL, STATE_LABEL, TempPod
+
+
+@dataclass
+class _Pod:
+    temp: TempReplica
+    created: float
+    serving: bool = False
+    dead: bool = False
 
 
 @dataclass
@@ -32,7 +48,16 @@ class FakeMigNodes:
     apply_s: float = 30.0
     rotation: dict[str, bool] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
-    """What was written, in order: ``drain n``, ``label n=config``, ``restore n``."""
+    """What was written, in order: ``drain n``, ``label n=config``, ``restore n``,
+    ``create pod``, ``admit pod``, ``remove pod``."""
+    configs: dict[str, Any] = field(default_factory=dict)
+    """The mig-parted document the configs come from (``mig-configs``)."""
+    services: set[str] = field(default_factory=set)
+    """Services with a serving pod to copy."""
+    ready_s: float = 20.0
+    refuse: set[str] = field(default_factory=set)
+    down: set[str] = field(default_factory=set)
+    pods: dict[str, _Pod] = field(default_factory=dict)
     _written: dict[str, float] = field(default_factory=dict)
     _busy: set[str] = field(default_factory=set)
 
@@ -48,8 +73,11 @@ class FakeMigNodes:
                     apply_s: float = 30.0) -> FakeMigNodes:
         """The rollout's nodes, unlabelled, those with replicas today serving; a node whose
         layouts do not change already has its config's layout."""
-        fake = cls(clock, apply_s=apply_s)
+        fake = cls(clock, apply_s=apply_s, configs=rollout.configs)
         for change in rollout.changes:
+            fake.services |= {s for s, _ in (*change.drain, *change.restore)}
+            if change.node in fake.labels:
+                continue
             fake.add_node(change.node, serving=bool(change.drain))
             if not change.layout_changes:
                 fake.layouts[change.node] = change.config
@@ -62,7 +90,7 @@ class FakeMigNodes:
 
     def _advance(self, name: str) -> None:
         labels = self.labels[name]
-        if name not in self._written:
+        if name not in self._written or name in self.down:
             return
         states = ("failed",) if name in self._busy else self.script.get(name, ("success",))
         step = int((self.clock() - self._written[name]) // self.apply_s)
@@ -87,11 +115,57 @@ class FakeMigNodes:
         labels[STATE_LABEL] = "pending"
         self._written[node] = self.clock()
         self._busy.discard(node)
-        if self.rotation[node] and self.layouts.get(node) != config:
-            self._busy.add(node)
+        if self.layouts.get(node) != config:
+            on_node = [p for p in self.pods.values() if p.temp.node == node]
+            if self.rotation[node] or any(p.serving for p in on_node):
+                self._busy.add(node)
+            for pod in on_node:  # their MIG instances go with the old layout
+                pod.dead = True
 
     def set_rotation(self, node: str, serving: bool) -> int:
         self._node(node)
         self.events.append(f"{'restore' if serving else 'drain'} {node}")
         self.rotation[node] = serving
         return 1
+
+    def _offers(self, node: str, profile: str) -> int:
+        """Instances of ``profile`` the node's applied config has."""
+        config = self.configs.get("mig-configs", {}).get(self.layouts.get(node, ""), [])
+        return sum(len(sel["devices"]) * sel.get("mig-devices", {}).get(profile, 0)
+                   for sel in config if sel.get("mig-enabled"))
+
+    def _ready(self, pod: _Pod) -> bool:
+        node = pod.temp.node
+        if pod.dead or node in self.down or self.clock() - pod.created < self.ready_s:
+            return False
+        if not self.configs or node in self._written:
+            return not self.configs
+        rivals = [p for p in self.pods.values() if p.temp.node == node and not p.dead
+                  and p.temp.profile == pod.temp.profile]
+        return self._offers(node, pod.temp.profile) >= len(rivals)
+
+    def temporary_pods(self) -> dict[str, TempPod]:
+        return {name: TempPod(p.temp.node, p.temp.service, self._ready(p), p.serving)
+                for name, p in self.pods.items()}
+
+    def create_temporary(self, temp: TempReplica) -> None:
+        self._node(temp.node)
+        if temp.name in self.pods:
+            raise PermanentError(f"pod {temp.name} already exists (409)")
+        if temp.service in self.refuse or temp.service not in self.services:
+            why = "refused" if temp.service in self.refuse else "no pod to copy"
+            raise PermanentError(f"cannot create pod {temp.name}: {why}")
+        self.events.append(f"create {temp.name}")
+        self.pods[temp.name] = _Pod(temp, self.clock())
+
+    def admit_temporary(self, name: str) -> None:
+        if name not in self.pods:
+            raise PermanentError(f"pod {name} not found (404)")
+        self.events.append(f"admit {name}")
+        self.pods[name].serving = True
+
+    def remove_temporary(self, name: str) -> None:
+        if name not in self.pods:
+            raise PermanentError(f"pod {name} not found (404)")
+        self.events.append(f"remove {name}")
+        del self.pods[name]

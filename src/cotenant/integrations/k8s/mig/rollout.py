@@ -1,23 +1,27 @@
-"""A MIG plan as node changes: which node gets which mig-parted config, in which order, and
-what each change takes out of and puts back into rotation.
+"""A MIG plan as node changes: which node gets which mig-parted config, in which order, what
+each change takes out of and puts back into rotation, and the temporary replicas it needs.
 
 NVIDIA's MIG manager (the GPU operator's ``mig-manager``, running ``mig-parted``) reconfigures a
 node when its label ``nvidia.com/mig.config`` names a config of its ConfigMap, and reports
 ``nvidia.com/mig.config.state`` (``pending``, ``rebooting``, ``success``, ``failed``). A config
-covers a whole node, so the node is the unit of change: its GPUs whose layout changes must
-serve nothing while it applies. A :class:`NodeChange` therefore takes every replica of the node
-out of rotation first (``drain``) and puts the node's new replicas in afterwards.
+covers a whole node, so the node is the unit of change: a :class:`NodeChange` takes every
+replica of the node out of rotation first (``drain``) and puts the node's new replicas in
+afterwards (``restore``).
 
-The order is the planner's: nodes in the order their GPUs first appear in a layout step
-(create, destroy, repartition) of its reconfiguration (:func:`~cotenant.policies.partition.
-reconfig.plan_steps`).
+The changes are the planner's reconfiguration grouped into node stages
+(:func:`~cotenant.policies.partition.reconfig.stages.node_stages`): nodes in the order the
+planner's steps first touch their GPUs' layouts, and, where a node cannot be drained, a
+temporary replica elsewhere first, on an idle instance or on a node given an intermediate
+layout. Every layout a node passes through is a config: the final ones first, named
+``cotenant-node-<n>`` by distinct node layout as ``cotenant plan mig --mig-parted
+--gpus-per-node`` writes them, then the intermediate ones, numbered on.
 Physical GPU ``g`` is device ``g % gpus_per_node`` of node ``g // gpus_per_node`` (the nodes
-given in order). Configs are named ``cotenant-node-<n>`` by distinct node layout, in the
-format of ``cotenant plan mig --mig-parted --gpus-per-node``.
+given in order).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,23 +29,29 @@ import numpy as np
 
 from cotenant.errors import InputError
 from cotenant.model.deployment import Deployment, GpuPlan
-from cotenant.model.mig import MigLayout
 from cotenant.model.serving import ServingSpec
 from cotenant.perf.mig_profiles import ProfileTable
-from cotenant.policies.partition.export import layout_key, mig_parted_configs
+from cotenant.policies.partition.export import NodeKey, layout_key, mig_parted_configs
 from cotenant.policies.partition.planner import DEFAULT_TIME_LIMIT, plan_spec
 from cotenant.policies.partition.problem import PartitionProblem
-from cotenant.policies.partition.reconfig import (
-    Reconfiguration,
-    StepKind,
-    floor_of,
-    plan_steps,
-    replicas_today,
-)
+from cotenant.policies.partition.reconfig import Reconfiguration, plan_steps, replicas_today
+from cotenant.policies.partition.reconfig.stages import Temporary, node_stages
 
-LAYOUT_STEPS = (StepKind.CREATE, StepKind.DESTROY, StepKind.REPARTITION)
 Replica = tuple[str, float]
 """A replica in rotation: its service and the req/s it serves."""
+
+
+@dataclass(frozen=True)
+class TempReplica:
+    """A temporary replica: a serving pod the controller creates and removes itself."""
+
+    name: str
+    """The pod's name: the same for the same replica on every run (resuming finds it)."""
+    service: str
+    node: str
+    profile: str
+    """The MIG profile it asks for (``nvidia.com/mig-<profile>``)."""
+    rate: float
 
 
 @dataclass(frozen=True)
@@ -50,18 +60,24 @@ class NodeChange:
     config: str
     """The mig-parted config the node's label names."""
     drain: tuple[Replica, ...]
-    """Replicas in rotation on the node today: taken out before the label is written."""
+    """Replicas in rotation on the node before the change: taken out before the label."""
     restore: tuple[Replica, ...]
     """Replicas the node serves after the change: put in once the MIG manager succeeds."""
     layout_changes: bool
     """Whether any GPU's layout changes; if not, the label is written without a drain
     (mig-parted finds the layout applied and touches no GPU)."""
+    temporaries: tuple[TempReplica, ...] = ()
+    """Temporary replicas that must be Ready and in rotation before the drain."""
+    release: tuple[TempReplica, ...] = ()
+    """Temporary replicas removed once the node serves again."""
+    final: bool = True
+    """Whether ``config`` is the node's final layout (else an intermediate one lending room)."""
 
 
 @dataclass(frozen=True)
 class Rollout:
     changes: tuple[NodeChange, ...]
-    """In the planner's order."""
+    """In the order they are carried out; a node may change more than once."""
     services: tuple[str, ...]
     capacity: tuple[float, ...]
     """Per service, req/s in rotation today."""
@@ -71,9 +87,16 @@ class Rollout:
     """Per service with a demand, its replicas in rotation today (one must stay)."""
     configs: dict[str, Any]
     """The mig-parted document (``version: v1``, ``mig-configs``) the labels name."""
+    blocked: str | None = None
+    """Where the planner found no safe stage (the controller stops there), or None."""
+
+    @property
+    def temporaries(self) -> dict[str, TempReplica]:
+        """Every temporary replica of the rollout, by pod name."""
+        return {t.name: t for c in self.changes for t in (*c.temporaries, *c.release)}
 
 
-def _replicas(problem: PartitionProblem, gpus: list[GpuPlan]) -> tuple[Replica, ...]:
+def _replicas(problem: PartitionProblem, gpus: tuple[GpuPlan, ...]) -> tuple[Replica, ...]:
     index = {s: i for i, s in enumerate(problem.services)}
     out = []
     for gpu in gpus:
@@ -83,6 +106,12 @@ def _replicas(problem: PartitionProblem, gpus: list[GpuPlan]) -> tuple[Replica, 
                         if service in index else 0.0)
                 out.append((service, rate))
     return tuple(out)
+
+
+def pod_name(service: str, node: str, device: int, placement: str) -> str:
+    """A temporary replica's pod name (a DNS subdomain, as Kubernetes requires)."""
+    raw = f"cotenant-temp-{service}-{node}-{device}-{placement.replace('@', '-')}".lower()
+    return re.sub(r"[^a-z0-9.-]", "-", raw)[:253].strip(".-")
 
 
 def build_rollout(problem: PartitionProblem, gpu_model: str, current: tuple[GpuPlan, ...],
@@ -98,32 +127,38 @@ def build_rollout(problem: PartitionProblem, gpu_model: str, current: tuple[GpuP
         raise InputError("nodes", f"{len(nodes)} node(s) of {gpus_per_node} GPUs hold "
                          f"{len(nodes) * gpus_per_node} GPUs; the plan uses {pool}",
                          hint=f"name {need} nodes")
-    empty = GpuPlan(MigLayout(), ())
-    today = list(current) + [empty] * (pool - len(current))
-    after = list(change.target) + [empty] * (pool - len(change.target))
-    first: dict[int, int] = {}
-    for n, step in enumerate(change.steps):
-        if step.kind in LAYOUT_STEPS:
-            first.setdefault(step.gpu // gpus_per_node, n)
-    spans = [range(i * gpus_per_node, min(pool, (i + 1) * gpus_per_node)) for i in range(need)]
-    keys = [tuple(layout_key(after[g].layout) for g in span) for span in spans]
+    plan = node_stages(problem, current, change, gpus_per_node)
+    pool_keys = {s.node: _key(s.after) for s in plan.stages if s.final}
+    keys = [pool_keys[n] for n in range(need)]
+    keys += [_key(s.after) for s in plan.stages if not s.final]
     document, names = mig_parted_configs(keys, gpu_model, gpus_per_node)
-    changes = []
-    for i in sorted(range(need), key=lambda i: (first.get(i, len(change.steps)), i)):
-        gpus = spans[i]
-        changed = any(layout_key(today[g].layout) != layout_key(after[g].layout) for g in gpus)
-        changes.append(NodeChange(nodes[i], names[i],
-                                  _replicas(problem, [today[g] for g in gpus]),
-                                  _replicas(problem, [after[g] for g in gpus]), changed))
+    config = dict(zip(keys, names, strict=True))
+
+    def temp(t: Temporary) -> TempReplica:
+        node, device = nodes[t.gpu // gpus_per_node], t.gpu % gpus_per_node
+        rate = problem.rate_of(problem.services.index(t.service), t.placement.profile.name)
+        return TempReplica(pod_name(t.service, node, device, str(t.placement)), t.service,
+                           node, t.placement.profile.name, rate)
+
+    changes = tuple(NodeChange(nodes[s.node], config[_key(s.after)],
+                               _replicas(problem, s.before), _replicas(problem, s.after),
+                               s.layout_changes, tuple(temp(t) for t in s.temporaries),
+                               tuple(temp(t) for t in s.release), s.final)
+                    for s in plan.stages)
     rate_today = np.zeros(len(problem.services))
     index = {s: k for k, s in enumerate(problem.services)}
-    for c in changes:
+    for c in {c.node: c for c in reversed(changes)}.values():  # each node's first change
         for service, rate in c.drain:
             if service in index:
                 rate_today[index[service]] += rate
-    return Rollout(tuple(changes), tuple(problem.services), tuple(rate_today.tolist()),
-                   tuple(floor_of(problem, current).tolist()),
-                   tuple(int(x) for x in replicas_today(problem, current)), document)
+    blocked = None if plan.blocked is None else f"{nodes[plan.blocked]}: {plan.why}"
+    return Rollout(changes, tuple(problem.services), tuple(rate_today.tolist()),
+                   plan.floor, tuple(int(x) for x in replicas_today(problem, current)),
+                   document, blocked)
+
+
+def _key(gpus: tuple[GpuPlan, ...]) -> NodeKey:
+    return tuple(layout_key(g.layout) for g in gpus)
 
 
 def plan_rollout(spec: ServingSpec, table: ProfileTable, nodes: list[str], gpus_per_node: int,

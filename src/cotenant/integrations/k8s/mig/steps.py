@@ -1,26 +1,34 @@
 """The MIG controller's decisions as a pure step machine: given the rollout, where it stands
-(:class:`Cursor`), what the cluster's labels say and the time, the next action.
+(:class:`Cursor`), what it saw in the cluster (:class:`Seen`: node labels and temporary pods)
+and the time, the next action.
 
-One node changes at a time: drain it (its replicas out of rotation), write its
-``nvidia.com/mig.config`` label, wait for ``nvidia.com/mig.config.state``, then put its new
-replicas in rotation. The next node is the first in the planner's order that
+The changes run in the rollout's order, one at a time. For each:
 
-* already shows its config applied (``success`` under the same label): nothing to do; or
-* can be drained: every service keeps at least its floor in rotation and, if it had a
-  replica today, one replica (the planner's invariants, :mod:`~cotenant.policies.partition.
-  reconfig.steps`), counting what earlier nodes took out and put back.
+1. the temporary replicas it needs are created (if missing), waited for until Ready, and put
+   in rotation;
+2. unless the node's layout stays, its replicas are taken out of rotation (``drain``), but
+   only if every service keeps at least its floor in rotation and, if it had a replica today,
+   one replica (the planner's invariants, :mod:`~cotenant.policies.partition.reconfig.steps`),
+   counting what earlier changes took out and put back and the temporary pods seen Ready and
+   in rotation; otherwise the rollout stops and names the service;
+3. its ``nvidia.com/mig.config`` label is written and ``nvidia.com/mig.config.state`` waited
+   for; ``success`` puts the node's new replicas in rotation (``restore``);
+4. the temporary replicas it no longer needs are taken out and deleted.
 
-A node whose services lack that slack is never drained. If no remaining node can be, the
-rollout stops and says which service blocks the first. A ``failed`` state stops it, and so does
-a node that reports no ``success`` within the timeout: both leave that node out of rotation.
+Each change is checked against the labels first, so a rerun after a stop or a crash resumes:
+a node already at the change's config (or at a later config of the rollout) is not changed
+again, a label written but not yet applied is waited for, and a temporary pod that exists is
+not created twice. A ``failed`` state, no ``success`` within the timeout, or a temporary pod
+not Ready within its timeout stops the rollout, leaving in rotation all it can.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from cotenant.integrations.k8s.mig.rollout import NodeChange, Rollout
+from cotenant.integrations.k8s.mig.rollout import NodeChange, Rollout, TempReplica
 from cotenant.policies.partition.problem import unmet
 
 CONFIG_LABEL = "nvidia.com/mig.config"
@@ -29,12 +37,17 @@ WAITING_STATES = ("pending", "rebooting")
 
 
 class Phase(StrEnum):
-    IDLE = "idle"  # no node under way
-    DRAINED = "drained"  # the active node's replicas are out of rotation
+    IDLE = "idle"  # the change has not begun
+    STARTING = "starting"  # its temporary replicas are being brought into rotation
+    DRAINED = "drained"  # the node's replicas are out of rotation
     LABELLED = "labelled"  # its label is written; waiting for the MIG manager
+    RELEASING = "releasing"  # applied: its temporary replicas no longer needed go
 
 
 class Act(StrEnum):
+    CREATE = "create"  # a temporary pod
+    ADMIT = "admit"  # a Ready temporary pod into rotation
+    REMOVE = "remove"  # a temporary pod out of rotation and deleted
     DRAIN = "drain"
     LABEL = "label"
     WAIT = "wait"
@@ -50,61 +63,87 @@ class Action:
     node: str | None = None
     config: str | None = None
     reason: str = ""
+    pod: TempReplica | None = None
+    """The temporary replica a create, admit or remove is about."""
 
     def __str__(self) -> str:
         what = f"{self.act.value} {self.node or ''}".rstrip()
+        if self.pod is not None:
+            what += f" pod {self.pod.name} ({self.pod.service}, {self.pod.profile})"
         if self.config:
             what += f" {CONFIG_LABEL}={self.config}"
         return f"{what}: {self.reason}" if self.reason else what
 
 
 @dataclass(frozen=True)
+class TempPod:
+    """A temporary pod as seen in the cluster."""
+
+    node: str
+    service: str
+    ready: bool
+    serving: bool
+    """Whether it is in rotation (``cotenant.io/rotation: in``)."""
+
+
+Labels = Mapping[str, dict[str, str]]
+"""Per node of the rollout, its labels as last read (read when looked up)."""
+
+
+@dataclass(frozen=True)
+class Seen:
+    labels: Labels
+    temps: dict[str, TempPod] = field(default_factory=dict)
+    """Every temporary pod the controller made, by name."""
+
+
+@dataclass(frozen=True)
 class Cursor:
-    finished: tuple[int, ...] = ()
-    """Indices of the changes done (or skipped), in the order they were done."""
-    active: int | None = None
+    stage: int = 0
+    """The change under way (all before it are done)."""
     phase: Phase = Phase.IDLE
-    since: float = 0.0
-    """When the active node's label was written."""
+    since: float | None = None
+    """When the current wait began (a label written, a pod created)."""
 
 
-Labels = dict[str, dict[str, str]]
-"""Per node of the rollout, its labels as last read."""
+@dataclass(frozen=True)
+class Limits:
+    timeout_s: float = 900.0
+    """Seconds a node may take from its label write to ``success``."""
+    ready_s: float = 300.0
+    """Seconds a temporary pod may take to become Ready."""
 
 
-def in_rotation(rollout: Rollout, cursor: Cursor) -> tuple[list[float], list[int]]:
-    """Per service, req/s and replicas in rotation now: today's, less the replicas of the
-    nodes drained, plus the new replicas of the nodes done."""
+def node_replicas(rollout: Rollout, cursor: Cursor) -> dict[str, tuple[tuple[str, float], ...]]:
+    """Per node, the plan's replicas in rotation on it at ``cursor``."""
+    out: dict[str, tuple[tuple[str, float], ...]] = {}
+    for c in rollout.changes:
+        out.setdefault(c.node, c.drain)
+    for k, c in enumerate(rollout.changes[:cursor.stage + 1]):
+        if not c.layout_changes:
+            continue
+        if k < cursor.stage or cursor.phase is Phase.RELEASING:
+            out[c.node] = c.restore
+        elif cursor.phase in (Phase.DRAINED, Phase.LABELLED):
+            out[c.node] = ()
+    return out
+
+
+def lacks_slack(rollout: Rollout, cursor: Cursor, seen: Seen, node: str | None = None,
+                pods: tuple[str, ...] = ()) -> str | None:
+    """Why taking ``node``'s replicas (and the temporary ``pods``) out of rotation now breaks
+    an invariant, or None if it is safe. Temporary pods count while Ready and in rotation."""
     index = {s: i for i, s in enumerate(rollout.services)}
-    rate, count = list(rollout.capacity), [0] * len(rollout.services)
-    for change in rollout.changes:
-        for service, _ in change.drain:
-            if service in index:
-                count[index[service]] += 1
-    moves: list[tuple[tuple[tuple[str, float], ...], int]] = []
-    for k in cursor.finished:
-        if rollout.changes[k].layout_changes:
-            moves += [(rollout.changes[k].drain, -1), (rollout.changes[k].restore, 1)]
-    if cursor.active is not None and rollout.changes[cursor.active].layout_changes:
-        moves.append((rollout.changes[cursor.active].drain, -1))
-    for replicas, sign in moves:
-        for service, r in replicas:
-            if service in index:
-                rate[index[service]] += sign * r
-                count[index[service]] += sign
-    return rate, count
-
-
-def lacks_slack(rollout: Rollout, cursor: Cursor, change: NodeChange) -> str | None:
-    """Why draining ``change.node`` now breaks an invariant, or None if it is safe."""
-    if not change.layout_changes:
-        return None
-    rate, count = in_rotation(rollout, cursor)
-    index = {s: i for i, s in enumerate(rollout.services)}
-    for service, r in change.drain:
+    rate, count = [0.0] * len(index), [0] * len(index)
+    known = rollout.temporaries
+    items = [r for n, reps in node_replicas(rollout, cursor).items() if n != node for r in reps]
+    items += [(t.service, known[name].rate if name in known else 0.0)
+              for name, t in seen.temps.items()
+              if t.ready and t.serving and t.node != node and name not in pods]
+    for service, r in items:
         if service in index:
-            rate[index[service]] -= r
-            count[index[service]] -= 1
+            rate[index[service]] += r
+            count[index[service]] += 1
     for s, name in enumerate(rollout.services):
         if unmet(rate[s], rollout.floor[s]):
             return (f"{name} would have {rate[s]:.1f} req/s in rotation, below its floor of "
@@ -118,43 +157,87 @@ def _applied(labels: dict[str, str], config: str) -> bool:
     return labels.get(CONFIG_LABEL) == config and labels.get(STATE_LABEL) == "success"
 
 
-def _next(rollout: Rollout, cursor: Cursor, labels: Labels, now: float) -> tuple[Action, Cursor]:
-    todo = [k for k in range(len(rollout.changes)) if k not in cursor.finished]
-    if not todo:
-        return Action(Act.DONE), cursor
-    blocked = None
-    for k in todo:
-        change = rollout.changes[k]
-        if _applied(labels.get(change.node, {}), change.config):
-            return (Action(Act.SKIP, change.node, change.config, "already applied"),
-                    replace(cursor, finished=(*cursor.finished, k)))
-        why = lacks_slack(rollout, cursor, change)
-        if why is None:
-            if not change.layout_changes or not change.drain:
-                return (Action(Act.LABEL, change.node, change.config),
-                        Cursor(cursor.finished, k, Phase.LABELLED, now))
-            return Action(Act.DRAIN, change.node), Cursor(cursor.finished, k, Phase.DRAINED)
-        blocked = blocked or f"{change.node} cannot be drained: {why}"
-    return Action(Act.STOP, reason=f"{blocked}; no other node left to change can be"), cursor
+def _past(rollout: Rollout, k: int, label: str | None, seen: Seen) -> bool:
+    """Whether the node of change ``k`` shows a later change's config (``label``). A node
+    that lends room comes back to a config it had before; it is past ``k`` only if a change
+    of another node in between shows its config applied."""
+    node = rollout.changes[k].node
+    later = [j for j in range(k + 1, len(rollout.changes))
+             if rollout.changes[j].node == node and rollout.changes[j].config == label]
+    if not later or label == rollout.changes[k].config:
+        return False
+    if not any(c.node == node and c.config == label for c in rollout.changes[:k]):
+        return True
+    return any(c.node != node and _applied(seen.labels.get(c.node, {}), c.config)
+               for c in rollout.changes[k + 1:later[0]])
 
 
-def step(rollout: Rollout, cursor: Cursor, labels: Labels, now: float,
-         timeout_s: float) -> tuple[Action, Cursor]:
-    """The next action and the cursor once it is carried out."""
-    if cursor.active is None:
-        return _next(rollout, cursor, labels, now)
-    change = rollout.changes[cursor.active]
-    if cursor.phase is Phase.DRAINED:
-        return (Action(Act.LABEL, change.node, change.config),
+def _begin(rollout: Rollout, cursor: Cursor, seen: Seen,
+           now: float) -> tuple[Action | None, Cursor]:
+    """A change not yet begun: already applied, superseded, under way, or to start."""
+    change = rollout.changes[cursor.stage]
+    labels = seen.labels.get(change.node, {})
+    if _applied(labels, change.config):
+        done = replace(cursor, phase=Phase.RELEASING, since=None)
+        if change.layout_changes and change.restore:
+            return Action(Act.RESTORE, change.node, change.config, "already applied"), done
+        return Action(Act.SKIP, change.node, change.config, "already applied"), done
+    if _past(rollout, cursor.stage, labels.get(CONFIG_LABEL), seen):
+        return (Action(Act.SKIP, change.node, change.config,
+                       f"the node is at a later config, {labels[CONFIG_LABEL]}"),
+                replace(cursor, phase=Phase.RELEASING, since=None))
+    if labels.get(CONFIG_LABEL) == change.config:  # written by an earlier run: wait for it
+        return None, replace(cursor, phase=Phase.LABELLED, since=now)
+    return None, replace(cursor, phase=Phase.STARTING, since=None)
+
+
+def _start(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
+           limits: Limits) -> tuple[Action, Cursor]:
+    """Bring the change's temporary replicas into rotation, then drain (or label) its node."""
+    change = rollout.changes[cursor.stage]
+    for t in change.temporaries:
+        if t.name not in seen.temps:
+            return Action(Act.CREATE, t.node, pod=t), replace(cursor, since=now)
+    waiting = [t for t in change.temporaries if not seen.temps[t.name].ready]
+    if waiting:
+        since = now if cursor.since is None else cursor.since
+        if now - since >= limits.ready_s:
+            return Action(Act.STOP, waiting[0].node, pod=waiting[0], reason=(
+                f"not Ready within {limits.ready_s:g} s; {change.node} was not drained "
+                "(see the pod's events)")), cursor
+        return Action(Act.WAIT, waiting[0].node, pod=waiting[0], reason="not Ready"), replace(
+            cursor, since=since)
+    for t in change.temporaries:
+        if not seen.temps[t.name].serving:
+            return Action(Act.ADMIT, t.node, pod=t), replace(cursor, since=None)
+    if change.layout_changes:
+        why = lacks_slack(rollout, cursor, seen, change.node)
+        if why is not None:
+            tail = "; the planner found no safe order from here" if rollout.blocked else ""
+            return Action(Act.STOP, reason=f"{change.node} cannot be drained: {why}{tail}"), cursor
+        stale = sorted(n for n, t in seen.temps.items() if t.node == change.node)
+        if stale:  # a temporary pod the new layout would kill (left by another run)
+            pod = rollout.temporaries.get(stale[0]) or TempReplica(
+                stale[0], seen.temps[stale[0]].service, change.node, "", 0.0)
+            return Action(Act.REMOVE, change.node, pod=pod, reason="on a node to change"), cursor
+    if not change.layout_changes or not change.drain:
+        why = "" if change.final else "an intermediate layout: room for temporary replicas"
+        return (Action(Act.LABEL, change.node, change.config, why),
                 replace(cursor, phase=Phase.LABELLED, since=now))
-    seen = labels.get(change.node, {})
-    state = seen.get(STATE_LABEL)
-    if seen.get(CONFIG_LABEL) != change.config:
+    return Action(Act.DRAIN, change.node), replace(cursor, phase=Phase.DRAINED)
+
+
+def _applying(change: NodeChange, cursor: Cursor, seen: Seen, now: float,
+              limits: Limits) -> tuple[Action, Cursor]:
+    """Wait for the MIG manager's answer to the change's label."""
+    labels = seen.labels.get(change.node, {})
+    state = labels.get(STATE_LABEL)
+    if labels.get(CONFIG_LABEL) != change.config:
         return Action(Act.STOP, change.node, reason=(
-            f"its {CONFIG_LABEL} is now {seen.get(CONFIG_LABEL)!r}; someone else changed it"
+            f"its {CONFIG_LABEL} is now {labels.get(CONFIG_LABEL)!r}; someone else changed it"
         )), cursor
     if state == "success":
-        done = Cursor((*cursor.finished, cursor.active))
+        done = replace(cursor, phase=Phase.RELEASING, since=None)
         if change.layout_changes and change.restore:
             return Action(Act.RESTORE, change.node, change.config), done
         return Action(Act.SKIP, change.node, change.config, "applied, nothing to restore"), done
@@ -162,8 +245,51 @@ def step(rollout: Rollout, cursor: Cursor, labels: Labels, now: float,
         return Action(Act.STOP, change.node, change.config,
                       f"the MIG manager reports {STATE_LABEL}=failed; the node stays out of "
                       "rotation (see the nvidia-mig-manager pod's log)"), cursor
-    if now - cursor.since >= timeout_s:
+    since = now if cursor.since is None else cursor.since
+    if now - since >= limits.timeout_s:
         return Action(Act.STOP, change.node, change.config,
-                      f"no success within {timeout_s:g} s (state {state or 'unset'}); the node "
-                      "stays out of rotation"), cursor
-    return Action(Act.WAIT, change.node, change.config, state or "unset"), cursor
+                      f"no success within {limits.timeout_s:g} s (state {state or 'unset'}); "
+                      "the node stays out of rotation"), cursor
+    return Action(Act.WAIT, change.node, change.config, state or "unset"), replace(
+        cursor, since=since)
+
+
+def _release(rollout: Rollout, cursor: Cursor, seen: Seen) -> Action | None:
+    """Remove the change's temporary replicas that are still there, each only if safe."""
+    for t in rollout.changes[cursor.stage].release:
+        if t.name in seen.temps:
+            why = lacks_slack(rollout, cursor, seen, pods=(t.name,))
+            if why is not None:
+                return Action(Act.STOP, t.node, pod=t, reason=f"kept: without it {why}")
+            return Action(Act.REMOVE, t.node, pod=t, reason="no longer needed")
+    return None
+
+
+def step(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
+         limits: Limits = Limits()) -> tuple[Action, Cursor]:
+    """The next action and the cursor once it is carried out."""
+    while cursor.stage < len(rollout.changes):
+        change = rollout.changes[cursor.stage]
+        if cursor.phase is Phase.IDLE:
+            action, cursor = _begin(rollout, cursor, seen, now)
+            if action is not None:
+                return action, cursor
+        elif cursor.phase is Phase.STARTING:
+            return _start(rollout, cursor, seen, now, limits)
+        elif cursor.phase is Phase.DRAINED:
+            why = "" if change.final else "an intermediate layout: room for temporary replicas"
+            return (Action(Act.LABEL, change.node, change.config, why),
+                    replace(cursor, phase=Phase.LABELLED, since=now))
+        elif cursor.phase is Phase.LABELLED:
+            return _applying(change, cursor, seen, now, limits)
+        else:
+            action = _release(rollout, cursor, seen)
+            if action is not None:
+                return action, cursor
+            cursor = Cursor(cursor.stage + 1)
+    left = sorted(seen.temps)  # none should be: one a stopped earlier plan left behind
+    if left:
+        pod = rollout.temporaries.get(left[0]) or TempReplica(
+            left[0], seen.temps[left[0]].service, seen.temps[left[0]].node, "", 0.0)
+        return Action(Act.REMOVE, pod.node, pod=pod, reason="not part of this rollout"), cursor
+    return Action(Act.DONE), cursor

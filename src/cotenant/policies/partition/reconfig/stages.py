@@ -1,0 +1,337 @@
+"""Safe reconfiguration node by node, for tools whose unit of change is a whole node.
+
+NVIDIA's mig-parted applies a config to a whole node and rebuilds every GPU whose layout
+differs, so such a GPU serves nothing while it changes. The planner's steps (:mod:`.rules`,
+:mod:`.search`) may keep one instance serving while its neighbours on the same GPU are
+replaced; a whole-node change cannot. :func:`node_stages` turns a :class:`Reconfiguration`
+into **stages**, each one node moving to one layout while every replica on it is out of
+rotation, with the planner's invariants (:func:`~.steps.losing`: each service keeps its floor
+and, if it had one today, a replica) checked for the whole node:
+
+1. nodes go to their final layout in the planner's order (the order its layout steps first
+   touch their GPUs), each as soon as its drain keeps every service at its floor;
+2. where no node left can, a **temporary replica** is borrowed for the services that block
+   the first of them: on an idle instance of a node already final, else on a node already
+   final that is given an *intermediate* layout (its final instances plus new ones in its free
+   slots), nodes that are empty at the end first, as the planner borrows on GPUs that are
+   empty at the end;
+3. a temporary replica is released once no node left to change (other than those lending
+   room) holds a replica of its service and its service keeps its floor without it; a node
+   with an intermediate layout goes back to its final one once it holds no temporary replica.
+
+Where no borrow helps, the nodes left are listed in order and ``blocked`` says which service
+blocks the first. :func:`check_stages` replays the stages and is run on every result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cotenant.errors import InfeasibleError, InvalidLayoutError
+from cotenant.model.deployment import GpuPlan
+from cotenant.model.mig import MigLayout, MigPlacement
+from cotenant.policies.partition.export import layout_key
+from cotenant.policies.partition.problem import PartitionProblem, unmet
+from cotenant.policies.partition.reconfig.steps import (
+    Reconfiguration,
+    StepKind,
+    floor_of,
+    replicas_today,
+)
+
+LAYOUT_STEPS = (StepKind.CREATE, StepKind.DESTROY, StepKind.REPARTITION)
+
+
+@dataclass(frozen=True)
+class Temporary:
+    """A replica the plan does not keep: ``service`` on ``placement`` of physical ``gpu``."""
+
+    service: str
+    gpu: int
+    placement: MigPlacement
+
+
+@dataclass(frozen=True)
+class NodeStage:
+    node: int
+    before: tuple[GpuPlan, ...]
+    """The node's GPUs before the stage (their replicas are drained if the layout changes)."""
+    after: tuple[GpuPlan, ...]
+    """The node's GPUs after it: the layout to apply and the plan's replicas it then serves."""
+    temporaries: tuple[Temporary, ...] = ()
+    """Temporary replicas that must be serving (elsewhere) before the node is drained."""
+    release: tuple[Temporary, ...] = ()
+    """Temporary replicas no longer needed once the node serves again."""
+    final: bool = True
+    """Whether ``after`` is the node's final layout (else an intermediate one lending room)."""
+
+    @property
+    def layout_changes(self) -> bool:
+        return [layout_key(g.layout) for g in self.before] != [
+            layout_key(g.layout) for g in self.after]
+
+
+@dataclass(frozen=True)
+class NodeStages:
+    stages: tuple[NodeStage, ...]
+    floor: tuple[float, ...]
+    blocked: int | None = None
+    """The first node no safe stage was found for (the stages from there on are unsafe)."""
+    why: str | None = None
+    """Why that node cannot be drained."""
+
+
+@dataclass
+class _Pool:
+    """Per node its GPUs now, the temporary replicas serving, and the invariants' counts."""
+
+    problem: PartitionProblem
+    nodes: list[tuple[GpuPlan, ...]]
+    per_node: int
+    floor: np.ndarray
+    today: np.ndarray
+    temps: list[Temporary] = field(default_factory=list)
+
+    def rate(self, service: str, placement: MigPlacement) -> float:
+        if service not in self.problem.services:
+            return 0.0
+        return self.problem.rate_of(self.problem.services.index(service), placement.profile.name)
+
+    def serving(self, skip_node: int | None = None,
+                skip: tuple[Temporary, ...] = ()) -> tuple[np.ndarray, np.ndarray]:
+        """Per service, req/s and replicas in rotation, less ``skip_node``'s and ``skip``."""
+        index = {s: i for i, s in enumerate(self.problem.services)}
+        rate, count = np.zeros(len(index)), np.zeros(len(index), dtype=np.int64)
+        items = [(p, s) for n, gpus in enumerate(self.nodes) if n != skip_node
+                 for g in gpus for p, s in g.assignment if s is not None]
+        items += [(t.placement, t.service) for t in self.temps
+                  if t not in skip and t.gpu // self.per_node != skip_node]
+        for p, s in items:
+            if s in index:
+                rate[index[s]] += self.rate(s, p)
+                count[index[s]] += 1
+        return rate, count
+
+    def lacks(self, skip_node: int | None = None,
+              skip: tuple[Temporary, ...] = ()) -> str | None:
+        """Why taking ``skip_node`` and ``skip`` out of rotation breaks an invariant."""
+        rate, count = self.serving(skip_node, skip)
+        for s, name in enumerate(self.problem.services):
+            if unmet(float(rate[s]), float(self.floor[s])):
+                return (f"{name} would have {rate[s]:.1f} req/s in rotation, below its floor "
+                        f"of {self.floor[s]:.1f}")
+            if self.today[s] > 0 and count[s] <= 0:
+                return f"{name} would have no replica in rotation"
+        return None
+
+
+def _node_gpus(gpus: list[GpuPlan], node: int, per_node: int) -> tuple[GpuPlan, ...]:
+    return tuple(gpus[node * per_node:(node + 1) * per_node])
+
+
+def node_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...],
+                change: Reconfiguration, per_node: int) -> NodeStages:
+    """The stages from ``current`` to ``change.target`` on nodes of ``per_node`` GPUs (physical
+    GPU ``g`` on node ``g // per_node``), see the module docstring."""
+    empty = GpuPlan(MigLayout(), ())
+    pool = max(len(current), len(change.target))
+    count = -(-pool // per_node)
+    today = list(current) + [empty] * (count * per_node - len(current))
+    after = list(change.target) + [empty] * (count * per_node - len(change.target))
+    final = [_node_gpus(after, n, per_node) for n in range(count)]
+    state = _Pool(problem, [_node_gpus(today, n, per_node) for n in range(count)], per_node,
+                  floor_of(problem, current), replicas_today(problem, current))
+    first: dict[int, int] = {}
+    for k, step in enumerate(change.steps):
+        if step.kind in LAYOUT_STEPS:
+            first.setdefault(step.gpu // per_node, k)
+    order = sorted(range(count), key=lambda n: (first.get(n, len(change.steps)), n))
+    pending, lending = list(order), [False] * count
+    stages: list[NodeStage] = []
+    blocked = None
+    for _ in range(8 * count + 8):
+        if not pending:
+            break
+        ready = [n for n in pending if not (lending[n] and any(
+            t.gpu // per_node == n for t in state.temps)) and state.lacks(n) is None]
+        if ready:
+            n = ready[0]
+            stages.append(_move(state, n, final[n], True))
+            pending.remove(n)
+            lending[n] = False
+            _release(state, stages, pending, lending)
+            continue
+        if not any(_borrow(state, n, final, pending, lending, stages)
+                   for n in pending if not lending[n]):
+            blocked = pending[0]
+            break
+    for n in pending:  # no safe order found: the rest in order, the controller stops at it
+        stages.append(_move(state, n, final[n], True))
+    why = None if blocked is None else (state.lacks(blocked) or "it lends room to a temporary "
+                                        "replica still needed")
+    result = NodeStages(tuple(stages), tuple(float(x) for x in state.floor), blocked, why)
+    if blocked is None:
+        check_stages(problem, current, result, per_node)
+    return result
+
+
+def _move(state: _Pool, node: int, gpus: tuple[GpuPlan, ...], final: bool) -> NodeStage:
+    before = state.nodes[node]
+    stage = NodeStage(node, before, gpus, tuple(state.temps), (), final)
+    if not stage.layout_changes:  # mig-parted touches no GPU: the replicas stay as they are
+        return NodeStage(node, before, before, stage.temporaries, (), final)
+    state.nodes[node] = gpus
+    return stage
+
+
+def _release(state: _Pool, stages: list[NodeStage], pending: list[int],
+             lending: list[bool]) -> None:
+    """Release the temporary replicas no node left to change needs (see the module doc)."""
+    busy = {s for n in pending if not lending[n] for g in state.nodes[n]
+            for _, s in g.assignment if s is not None}
+    gone: list[Temporary] = []
+    for t in list(state.temps):
+        if t.service not in busy and state.lacks(skip=(*gone, t)) is None:
+            gone.append(t)
+    if gone:
+        state.temps = [t for t in state.temps if t not in gone]
+        last = stages[-1]
+        stages[-1] = NodeStage(last.node, last.before, last.after, last.temporaries,
+                               tuple(gone), last.final)
+
+
+def _short(state: _Pool, node: int) -> dict[str, tuple[float, bool]]:
+    """Per service that blocks ``node``'s drain: req/s it lacks and whether it lacks a replica."""
+    rate, count = state.serving(node)
+    out = {}
+    for s, name in enumerate(state.problem.services):
+        need = float(state.floor[s] - rate[s])
+        lone = bool(state.today[s] > 0 and count[s] <= 0)
+        if unmet(float(rate[s]), float(state.floor[s])) or lone:
+            out[name] = (max(need, 0.0), lone)
+    return out
+
+
+def _fits(state: _Pool, placements: tuple[MigPlacement, ...]) -> bool:
+    try:
+        state.problem.geometry.check(placements)
+    except InvalidLayoutError:
+        return False
+    return True
+
+
+def _profiles(state: _Pool, service: str, need: float) -> list[MigPlacement]:
+    """Placements to try for a temporary replica of ``service``: the smallest profile that
+    covers ``need``, else the largest first (as the ordering rules borrow)."""
+    s = state.problem.services.index(service)
+    sizes = sorted(state.problem.geometry.profiles, key=lambda q: q.compute_slices)
+    serving = [q for q in sizes if state.problem.rate_of(s, q.name) > 0]
+    covering = [q for q in serving if state.problem.rate_of(s, q.name) >= need]
+    chosen = covering[:1] or serving[::-1] or sizes[:1]
+    return [MigPlacement(q, start) for q in chosen for start in q.starts]
+
+
+def _idle(state: _Pool, node: int) -> list[tuple[int, MigPlacement]]:
+    """``node``'s instances that serve nothing and lend no room yet: (GPU, placement)."""
+    used = {(t.gpu, t.placement) for t in state.temps}
+    out = []
+    for d, gpu in enumerate(state.nodes[node]):
+        g = node * state.per_node + d
+        busy = {p for p, s in gpu.assignment if s is not None}
+        out += [(g, p) for p in gpu.layout.placements if p not in busy and (g, p) not in used]
+    return out
+
+
+def _borrow(state: _Pool, blocked: int, final: list[tuple[GpuPlan, ...]], pending: list[int],
+            lending: list[bool], stages: list[NodeStage]) -> bool:
+    """Temporary replicas for what blocks ``blocked``: idle instances of final nodes first, then
+    a final node given an intermediate layout; whether any was added."""
+    short = _short(state, blocked)
+    hosts = [n for n in range(len(state.nodes)) if n != blocked and n not in pending]
+    added = False
+    for service, wants in short.items():  # an idle instance: a pod, no new layout
+        need, lone = wants
+        for g, p in [i for n in hosts for i in _idle(state, n)]:
+            rate = state.rate(service, p)
+            if (need > 0 and rate > 0) or (lone and need <= 0):
+                state.temps.append(Temporary(service, g, p))
+                need, lone, added = need - rate, False, True
+        short[service] = (need, lone)
+    left = {s: v for s, v in short.items() if v[0] > 0 or v[1]}
+    if not left:
+        return added
+    free = [n for n in hosts if not any(t.gpu // state.per_node == n for t in state.temps)]
+    for n in sorted(free, key=lambda n: (any(g.assignment for g in final[n]), n)):
+        if state.lacks(n) is not None:
+            continue
+        gpus, temps = _make_room(state, n, left)
+        if temps:
+            stages.append(_move(state, n, gpus, False))
+            state.temps += temps
+            lending[n] = True
+            pending.append(n)
+            return True
+    return added
+
+
+def _make_room(state: _Pool, node: int,
+               short: dict[str, tuple[float, bool]]) -> tuple[tuple[GpuPlan, ...], list[Temporary]]:
+    """``node``'s GPUs with new instances in their free slots for the services ``short``."""
+    gpus = list(state.nodes[node])
+    temps: list[Temporary] = []
+    for service, wants in short.items():
+        need, lone = wants
+        for d, gpu in enumerate(gpus):
+            placed = tuple(gpu.layout.placements)
+            for p in _profiles(state, service, need):
+                if need <= 0 and not lone:
+                    break
+                if _fits(state, (*placed, p)):
+                    placed = (*placed, p)
+                    temps.append(Temporary(service, node * state.per_node + d, p))
+                    need, lone = need - state.rate(service, p), False
+            gpus[d] = GpuPlan(state.problem.geometry.layout(placed), gpu.assignment)
+    return tuple(gpus), temps
+
+
+def check_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...], stages: NodeStages,
+                 per_node: int) -> None:
+    """Replay ``stages``: every drain keeps the invariants with the temporary replicas then
+    serving, no node is changed while a temporary replica serves on it, and every node ends
+    at its last stage's layout; :class:`InfeasibleError` at the first that does not."""
+    empty = GpuPlan(MigLayout(), ())
+    count = 1 + max((s.node for s in stages.stages), default=-1)
+    today = list(current) + [empty] * (count * per_node - len(current))
+    state = _Pool(problem, [_node_gpus(today, n, per_node) for n in range(count)], per_node,
+                  floor_of(problem, current), replicas_today(problem, current))
+    for k, stage in enumerate(stages.stages, 1):
+        if stage.before != state.nodes[stage.node]:
+            raise InfeasibleError(f"stage {k}: node {stage.node} is not as the stage expects")
+        for t in stage.temporaries:
+            host = state.nodes[t.gpu // per_node][t.gpu % per_node]
+            busy = {p for p, s in host.assignment if s is not None}
+            if t not in state.temps and (t.placement not in host.layout.placements
+                                         or t.placement in busy):
+                raise InfeasibleError(f"stage {k}: no idle instance {t.placement} on GPU "
+                                      f"{t.gpu} for a temporary replica of {t.service}")
+        state.temps = list(dict.fromkeys([*state.temps, *stage.temporaries]))
+        if stage.layout_changes:
+            if any(t.gpu // per_node == stage.node for t in state.temps):
+                raise InfeasibleError(f"stage {k}: node {stage.node} changes under a "
+                                      "temporary replica")
+            why = state.lacks(stage.node)
+            if why is not None:
+                raise InfeasibleError(f"stage {k}: draining node {stage.node}: {why}")
+        state.nodes[stage.node] = stage.after
+        gone = tuple(stage.release)
+        why = state.lacks(skip=gone)
+        if why is not None:
+            raise InfeasibleError(f"stage {k}: releasing temporary replicas: {why}")
+        state.temps = [t for t in state.temps if t not in gone]
+    if state.temps:
+        raise InfeasibleError(f"temporary replicas left at the end: {len(state.temps)}")
+    last = {stage.node: stage for stage in stages.stages}
+    if not all(stage.final for stage in last.values()):
+        raise InfeasibleError("a node ends at an intermediate layout")
