@@ -1,26 +1,34 @@
-"""The MIG controller against the stateful fake on a manual clock: the planner's order, slack,
-failures, timeouts, and what a rollout does with a node already applied."""
+"""The MIG controller against the stateful fake on a manual clock: the planner's order carried
+out in node stages with temporary replicas, slack checked by the fake itself after every
+write, failures, timeouts, resuming after a crash, and what a rollout does with a node
+already applied."""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from cotenant.agent.backends import ManualClock
 from cotenant.errors import InputError
 from cotenant.integrations.k8s.mig.controller import RolloutReport, Settings, run_rollout
 from cotenant.integrations.k8s.mig.fake import FakeMigNodes
-from cotenant.integrations.k8s.mig.rollout import NodeChange, Rollout, plan_rollout
+from cotenant.integrations.k8s.mig.rollout import (
+    NodeChange,
+    Rollout,
+    TempReplica,
+    plan_rollout,
+)
 from cotenant.integrations.k8s.mig.steps import (
     CONFIG_LABEL,
     STATE_LABEL,
     Act,
+    Action,
     Cursor,
+    Seen,
     lacks_slack,
 )
 from cotenant.model.deployment import parse_deployment
@@ -39,7 +47,71 @@ def example(nodes: list[str] = NODES, per_node: int = 1) -> tuple[Rollout, Recon
                         time_limit=2.0)
 
 
-DEFAULT = Settings(timeout_s=300, poll_s=5)
+DEFAULT = Settings(timeout_s=300, poll_s=5, ready_s=120)
+
+
+class CheckedNodes(FakeMigNodes):
+    """The fake, checking after every write, from its own state (which config each node has
+    applied, which nodes serve, which temporary pods are Ready and in rotation), that each
+    service keeps its floor in rotation and, if it had one today, a replica."""
+
+    rollout: Rollout
+    checks: int = 0
+
+    def replicas(self, node: str) -> tuple[tuple[str, float], ...]:
+        changes = [c for c in self.rollout.changes if c.node == node]
+        for c in changes:
+            if c.layout_changes and c.config == self.layouts.get(node):
+                return c.restore
+        return changes[0].drain
+
+    def check(self) -> None:
+        rate: Counter[str] = Counter()
+        count: Counter[str] = Counter()
+        for node in self.labels:
+            if self.rotation[node]:
+                for service, r in self.replicas(node):
+                    rate[service] += r
+                    count[service] += 1
+        known = self.rollout.temporaries
+        for name, pod in self.temporary_pods().items():
+            if pod.ready and pod.serving:
+                rate[pod.service] += known[name].rate
+                count[pod.service] += 1
+        for s, name in enumerate(self.rollout.services):
+            assert rate[name] >= self.rollout.floor[s] - 1e-6, (name, self.events)
+            assert count[name] >= 1 or self.rollout.replicas[s] == 0, (name, self.events)
+        self.checks += 1
+
+    def set_config(self, node: str, config: str) -> None:
+        super().set_config(node, config)
+        assert node not in self._busy, f"{node} relabelled while it serves: {self.events}"
+        self.check()
+
+    def set_rotation(self, node: str, serving: bool) -> int:
+        done = super().set_rotation(node, serving)
+        self.check()
+        return done
+
+    def create_temporary(self, temp: TempReplica) -> None:
+        super().create_temporary(temp)
+        self.check()
+
+    def admit_temporary(self, name: str) -> None:
+        super().admit_temporary(name)
+        self.check()
+
+    def remove_temporary(self, name: str) -> None:
+        super().remove_temporary(name)
+        self.check()
+
+
+def checked(rollout: Rollout, clock: ManualClock) -> CheckedNodes:
+    fake = FakeMigNodes.for_rollout(rollout, clock)
+    out = CheckedNodes(clock, fake.labels, fake.layouts, apply_s=fake.apply_s,
+                       rotation=fake.rotation, configs=fake.configs, services=fake.services)
+    out.rollout = rollout
+    return out
 
 
 def roll(rollout: Rollout, fake: FakeMigNodes, clock: ManualClock,
@@ -59,35 +131,50 @@ def test_nodes_change_in_the_order_of_the_planners_layout_steps() -> None:
             node = NODES[step.gpu]
             if node not in first:
                 first.append(node)
-    assert [c.node for c in rollout.changes] == first
-    clock = ManualClock()
-    fake = FakeMigNodes.for_rollout(rollout, clock)
-    report = roll(rollout, fake, clock)
-    done = labelled(fake)
-    assert done == first[: len(done)]
-    assert done
-    for node in done:  # every node drained before its label, its new replicas back after
-        events = [e for e in fake.events if e.split()[1].split("=")[0] == node]
-        change_of = next(c for c in rollout.changes if c.node == node)
-        expected = (["drain"] if change_of.drain else []) + ["label"] + (
-            ["restore"] if change_of.restore else [])
-        assert [e.split()[0] for e in events] == expected
-    assert all(fake.labels[n][STATE_LABEL] == "success" for n in done)
-    assert report.outcome is not None
+    assert list(dict.fromkeys(c.node for c in rollout.changes if c.final)) == first
+    for change_of in rollout.changes:  # drained before the label, its replicas back after
+        if change_of.final and change_of.drain:
+            assert change_of.layout_changes
 
 
-def test_a_node_whose_services_lack_slack_is_never_drained() -> None:
+def test_the_bundled_example_completes_with_every_floor_kept_at_every_step() -> None:
     rollout, _ = example()
+    assert rollout.blocked is None
+    lending = [c for c in rollout.changes if not c.final]
+    assert [c.node for c in lending] == ["gpu-a"]  # empty at the end: it lends the room
+    (temp,) = rollout.temporaries.values()
+    assert (temp.service, temp.node) == ("image-tagger", "gpu-a")
     clock = ManualClock()
-    fake = FakeMigNodes.for_rollout(rollout, clock)
+    fake = checked(rollout, clock)
     report = roll(rollout, fake, clock)
-    assert not report.ok
+    assert report.ok, report.outcome
+    assert fake.checks >= len(fake.events)  # every write was checked
+    events = fake.events
+    order = [events.index(e) for e in (f"create {temp.name}", f"admit {temp.name}",
+                                       "drain gpu-b", "restore gpu-b", f"remove {temp.name}")]
+    assert order == sorted(order)
+    assert events.count(f"create {temp.name}") == 1
+    assert fake.pods == {}  # no temporary pod left behind
+    for node in NODES:  # every node ends at its final config, applied
+        last = [c for c in rollout.changes if c.node == node][-1]
+        assert last.final
+        assert fake.labels[node][CONFIG_LABEL] == last.config
+        assert fake.labels[node][STATE_LABEL] == "success"
+    assert set(rollout.configs["mig-configs"]) == {c.config for c in rollout.changes}
+
+
+def test_a_plan_with_no_safe_order_stops_naming_the_blocking_service() -> None:
+    rollout, _ = example(["big"], 4)  # one node: it cannot drain, and nothing can lend room
+    assert rollout.blocked is not None
+    clock = ManualClock()
+    fake = checked(rollout, clock)
+    report = roll(rollout, fake, clock)
     assert report.outcome is not None
     assert report.outcome.act is Act.STOP
-    assert "gpu-b cannot be drained: image-tagger" in report.outcome.reason
-    assert "drain gpu-b" not in fake.events
-    assert fake.rotation["gpu-b"]
-    assert CONFIG_LABEL not in fake.labels["gpu-b"]
+    assert re.search(r"^big cannot be drained: \S+ would have 0\.0 req/s in rotation, below its "
+                     r"floor of [0-9.]+; the planner found no safe order", report.outcome.reason)
+    assert fake.events == []  # nothing drained, nothing relabelled
+    assert fake.rotation["big"]
 
 
 def test_all_nodes_of_a_fresh_pool_are_labelled_and_none_drained() -> None:
@@ -97,10 +184,116 @@ def test_all_nodes_of_a_fresh_pool_are_labelled_and_none_drained() -> None:
     fake = FakeMigNodes.for_rollout(rollout, clock)
     report = roll(rollout, fake, clock)
     assert report.ok
-    assert not any(e.startswith("drain") for e in fake.events)
+    assert not any(e.startswith(("drain", "create")) for e in fake.events)
     assert {fake.labels[n][CONFIG_LABEL] for n in ("n0", "n1")} == {
         c.config for c in rollout.changes}
     assert set(rollout.configs["mig-configs"]) == {c.config for c in rollout.changes}
+
+
+class Crash(Exception):
+    pass
+
+
+def test_a_rerun_after_a_crash_at_any_point_resumes_without_duplicates() -> None:
+    rollout, _ = example()
+    clock = ManualClock()
+    total = len(roll(rollout, FakeMigNodes.for_rollout(rollout, clock), clock).actions)
+    assert total > 10
+    for crash_after in range(1, total):
+        clock = ManualClock()
+        fake = checked(rollout, clock)
+        seen: list[Action] = []
+
+        def crash(_: float, action: Action, seen: list[Action] = seen,
+                  after: int = crash_after) -> None:
+            seen.append(action)
+            if len(seen) == after:
+                raise Crash
+
+        with pytest.raises(Crash):
+            run_rollout(rollout, fake, clock, clock.advance, DEFAULT, crash)
+        report = roll(rollout, fake, clock)  # a fresh controller: nothing kept but the cluster
+        assert report.ok, (crash_after, report.outcome, fake.events)
+        creates = [e for e in fake.events if e.startswith("create")]
+        assert len(creates) == len(set(creates)) == 1, (crash_after, fake.events)
+        assert fake.pods == {}
+        labels = Counter(e for e in fake.events if e.startswith("label"))
+        assert all(n <= 2 for n in labels.values()), (crash_after, fake.events)
+
+
+def test_a_crash_while_the_temporary_pod_starts_waits_for_that_pod() -> None:
+    rollout, _ = example()
+    (temp,) = rollout.temporaries.values()
+    clock = ManualClock()
+    fake = checked(rollout, clock)
+
+    def crash(_: float, action: Action) -> None:
+        if action.act is Act.CREATE:
+            raise Crash
+
+    with pytest.raises(Crash):
+        run_rollout(rollout, fake, clock, clock.advance, DEFAULT, crash)
+    assert not fake.temporary_pods()[temp.name].ready
+    report = roll(rollout, fake, clock)
+    assert report.ok
+    assert fake.events.count(f"create {temp.name}") == 1
+    assert report.actions[0][1].act is Act.RESTORE  # gpu-d: already applied, put back again
+    assert [a.act for _, a in report.actions].count(Act.LABEL) == 2  # gpu-b, then gpu-a back
+
+
+def test_a_temporary_pod_that_never_becomes_ready_stops_before_any_drain_it_covers() -> None:
+    rollout, _ = example()
+    clock = ManualClock()
+    fake = checked(rollout, clock)
+    fake.ready_s = 10_000
+    report = roll(rollout, fake, clock)
+    assert report.outcome is not None
+    assert report.outcome.act is Act.STOP
+    assert report.outcome.pod is not None
+    assert "not Ready within 120 s; gpu-b was not drained" in report.outcome.reason
+    assert "drain gpu-b" not in fake.events
+    assert fake.rotation["gpu-b"]
+
+
+def test_a_refused_pod_stops_the_rollout_with_the_clusters_reason() -> None:
+    rollout, _ = example()
+    clock = ManualClock()
+    fake = checked(rollout, clock)
+    fake.refuse.add("image-tagger")
+    report = roll(rollout, fake, clock)
+    assert report.outcome is not None
+    assert report.outcome.act is Act.STOP
+    assert report.outcome.reason.startswith("the cluster refused: cannot create pod "
+                                            "cotenant-temp-image-tagger-gpu-a")
+    assert "drain gpu-b" not in fake.events
+
+
+def test_a_lending_node_that_goes_down_stops_the_rollout_with_gpu_b_still_serving() -> None:
+    rollout, _ = example()
+    clock = ManualClock()
+    fake = checked(rollout, clock)
+
+    def sleep(seconds: float) -> None:
+        clock.advance(seconds)
+        if any(e.startswith("create") for e in fake.events):
+            fake.down.add("gpu-a")
+
+    report = run_rollout(rollout, fake, clock, sleep, DEFAULT)
+    assert report.outcome is not None
+    assert "not Ready within" in report.outcome.reason
+    assert fake.rotation["gpu-b"]
+
+
+def test_a_stale_temporary_pod_is_removed_at_the_end() -> None:
+    rollout, _ = example()
+    clock = ManualClock()
+    fake = checked(rollout, clock)
+    old = TempReplica("cotenant-temp-dedup-gpu-c-0-1g.5gb-0", "dedup", "gpu-d", "1g.5gb", 0.0)
+    fake.create_temporary(old)
+    report = roll(rollout, fake, clock)
+    assert report.ok
+    assert f"remove {old.name}" in fake.events
+    assert fake.pods == {}
 
 
 def test_a_failed_state_stops_the_rollout_and_says_so() -> None:
@@ -139,14 +332,17 @@ def test_a_reboot_is_waited_for() -> None:
     assert labelled(fake)[:2] == ["gpu-d", "gpu-a"]
 
 
-def test_a_node_already_applied_is_skipped_without_a_drain() -> None:
+def test_a_node_already_applied_is_not_relabelled() -> None:
     rollout, _ = example()
     clock = ManualClock()
     fake = FakeMigNodes.for_rollout(rollout, clock)
     first = rollout.changes[0]
     fake.labels[first.node].update({CONFIG_LABEL: first.config, STATE_LABEL: "success"})
+    fake.layouts[first.node] = first.config
     report = roll(rollout, fake, clock)
-    assert report.actions[0][1].act is Act.SKIP
+    assert report.ok
+    assert report.actions[0][1] == Action(Act.RESTORE, first.node, first.config,
+                                          "already applied")
     assert first.node not in labelled(fake)
 
 
@@ -175,13 +371,21 @@ def test_the_fake_fails_a_node_relabelled_while_it_serves() -> None:
         fake.node_labels("other")
 
 
-def test_slack_counts_what_earlier_nodes_took_out_and_put_back() -> None:
+def test_slack_counts_what_earlier_changes_put_back_and_temporary_pods_in_rotation() -> None:
+    temp = TempReplica("t", "svc", "c", "1g.5gb", 60.0)
     rollout = Rollout(
         changes=(NodeChange("a", "c0", (), (("svc", 60.0),), True),
-                 NodeChange("b", "c1", (("svc", 100.0),), (), True)),
+                 NodeChange("b", "c1", (("svc", 100.0),), (), True, (temp,), (temp,))),
         services=("svc",), capacity=(100.0,), floor=(50.0,), replicas=(1,), configs={})
-    assert "svc would have 0.0 req/s" in str(lacks_slack(rollout, Cursor(), rollout.changes[1]))
-    assert lacks_slack(rollout, Cursor(finished=(0,)), rollout.changes[1]) is None
+    from cotenant.integrations.k8s.mig.steps import TempPod  # noqa: PLC0415
+
+    none = Seen({})
+    assert "svc would have 0.0 req/s" in str(lacks_slack(rollout, Cursor(), none, "b"))
+    assert lacks_slack(rollout, Cursor(stage=1), none, "b") is None
+    ready = Seen({}, {"t": TempPod("c", "svc", True, True)})
+    assert lacks_slack(rollout, Cursor(), ready, "b") is None
+    pending = Seen({}, {"t": TempPod("c", "svc", False, False)})
+    assert lacks_slack(rollout, Cursor(), pending, "b") is not None
 
 
 @pytest.mark.parametrize(("nodes", "per_node", "message"), [
@@ -193,76 +397,6 @@ def test_bad_node_lists_are_one_line_errors(nodes: list[str], per_node: int,
                                             message: str) -> None:
     with pytest.raises(InputError, match=re.escape(message)):
         example(nodes, per_node)
-
-
-class CheckedNodes(FakeMigNodes):
-    """The fake, checking after every write that each service keeps its floor in rotation and,
-    if it had one today, a replica."""
-
-    rollout: Rollout
-    restored: set[str]
-
-    def _check(self) -> None:
-        rate = dict.fromkeys(self.rollout.services, 0.0)
-        count = dict.fromkeys(self.rollout.services, 0)
-        for change in self.rollout.changes:
-            if self.rotation[change.node]:
-                replicas = change.restore if change.node in self.restored else change.drain
-                for service, r in replicas:
-                    rate[service] += r
-                    count[service] += 1
-        for s, name in enumerate(self.rollout.services):
-            assert rate[name] >= self.rollout.floor[s] - 1e-6, (name, self.events)
-            assert count[name] >= 1 or self.rollout.replicas[s] == 0, (name, self.events)
-
-    def set_config(self, node: str, config: str) -> None:
-        super().set_config(node, config)
-        self._check()
-
-    def set_rotation(self, node: str, serving: bool) -> int:
-        if serving:
-            self.restored.add(node)
-        done = super().set_rotation(node, serving)
-        self._check()
-        return done
-
-
-SERVICES = ("s0", "s1", "s2")
-replica_lists = st.lists(st.tuples(st.sampled_from(SERVICES), st.integers(1, 100).map(float)),
-                         max_size=3).map(tuple)
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(replica_lists, replica_lists), min_size=1, max_size=5),
-       st.lists(st.integers(0, 200).map(float), min_size=3, max_size=3))
-def test_no_rollout_ever_takes_a_service_below_its_floor(
-    nodes: list[tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]],
-    demand: list[float],
-) -> None:
-    changes = tuple(NodeChange(f"n{i}", f"c{i}", drain, restore, True)
-                    for i, (drain, restore) in enumerate(nodes))
-    today = {s: sum(r for c in changes for t, r in c.drain if t == s) for s in SERVICES}
-    count = {s: sum(1 for c in changes for t, _ in c.drain if t == s) for s in SERVICES}
-    rollout = Rollout(changes, SERVICES, tuple(today[s] for s in SERVICES),
-                      tuple(min(d, today[s]) for d, s in zip(demand, SERVICES, strict=True)),
-                      tuple(count[s] if d > 0 else 0 for d, s in zip(demand, SERVICES,
-                                                                      strict=True)), {})
-    clock = ManualClock()
-    fake = CheckedNodes(clock)
-    fake.rollout, fake.restored = rollout, set()
-    for change in changes:
-        fake.add_node(change.node, serving=bool(change.drain))
-    report = roll(rollout, fake, clock)
-    assert report.outcome is not None
-    if report.ok:
-        assert set(labelled(fake)) == {c.node for c in changes}
-    else:  # it stops only where every node left lacks slack
-        assert "cannot be drained" in report.outcome.reason
-        done = tuple(k for k, c in enumerate(changes) if c.node in fake.restored
-                     or (c.node in labelled(fake) and not c.restore))
-        for k, change in enumerate(changes):
-            if k not in done:
-                assert lacks_slack(rollout, Cursor(finished=done), change) is not None
 
 
 def test_a_node_whose_layouts_do_not_change_is_relabelled_without_a_drain() -> None:
