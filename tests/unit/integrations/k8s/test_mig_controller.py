@@ -11,15 +11,18 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cotenant.agent.backends import ManualClock
-from cotenant.errors import InputError
+from cotenant.errors import InfeasibleError, InputError
 from cotenant.integrations.k8s.mig.controller import RolloutReport, Settings, run_rollout
 from cotenant.integrations.k8s.mig.fake import FakeMigNodes
 from cotenant.integrations.k8s.mig.rollout import (
     NodeChange,
     Rollout,
     TempReplica,
+    build_rollout,
     plan_rollout,
 )
 from cotenant.integrations.k8s.mig.steps import (
@@ -34,7 +37,9 @@ from cotenant.integrations.k8s.mig.steps import (
 from cotenant.model.deployment import parse_deployment
 from cotenant.model.serving import parse_spec
 from cotenant.perf.mig_profiles import default_table
-from cotenant.policies.partition.reconfig import Reconfiguration, StepKind
+from cotenant.policies.partition import PARTITION
+from cotenant.policies.partition.reconfig import Reconfiguration, StepKind, plan_steps
+from tests.unit.policies.test_reconfig_stages import EMPTY, problem
 
 EXAMPLES = Path(__file__).parents[4] / "examples"
 NODES = ["gpu-a", "gpu-b", "gpu-c", "gpu-d"]
@@ -61,7 +66,7 @@ class CheckedNodes(FakeMigNodes):
     def replicas(self, node: str) -> tuple[tuple[str, float], ...]:
         changes = [c for c in self.rollout.changes if c.node == node]
         for c in changes:
-            if c.layout_changes and c.config == self.layouts.get(node):
+            if c.drains and c.config == self.layouts.get(node):
                 return c.restore
         return changes[0].drain
 
@@ -134,7 +139,7 @@ def test_nodes_change_in_the_order_of_the_planners_layout_steps() -> None:
     assert list(dict.fromkeys(c.node for c in rollout.changes if c.final)) == first
     for change_of in rollout.changes:  # drained before the label, its replicas back after
         if change_of.final and change_of.drain:
-            assert change_of.layout_changes
+            assert change_of.drains
 
 
 def test_the_bundled_example_completes_with_every_floor_kept_at_every_step() -> None:
@@ -190,7 +195,7 @@ def test_all_nodes_of_a_fresh_pool_are_labelled_and_none_drained() -> None:
     assert set(rollout.configs["mig-configs"]) == {c.config for c in rollout.changes}
 
 
-class Crash(Exception):
+class CrashError(Exception):
     pass
 
 
@@ -208,9 +213,9 @@ def test_a_rerun_after_a_crash_at_any_point_resumes_without_duplicates() -> None
                   after: int = crash_after) -> None:
             seen.append(action)
             if len(seen) == after:
-                raise Crash
+                raise CrashError
 
-        with pytest.raises(Crash):
+        with pytest.raises(CrashError):
             run_rollout(rollout, fake, clock, clock.advance, DEFAULT, crash)
         report = roll(rollout, fake, clock)  # a fresh controller: nothing kept but the cluster
         assert report.ok, (crash_after, report.outcome, fake.events)
@@ -229,9 +234,9 @@ def test_a_crash_while_the_temporary_pod_starts_waits_for_that_pod() -> None:
 
     def crash(_: float, action: Action) -> None:
         if action.act is Act.CREATE:
-            raise Crash
+            raise CrashError
 
-    with pytest.raises(Crash):
+    with pytest.raises(CrashError):
         run_rollout(rollout, fake, clock, clock.advance, DEFAULT, crash)
     assert not fake.temporary_pods()[temp.name].ready
     report = roll(rollout, fake, clock)
@@ -408,3 +413,36 @@ def test_a_node_whose_layouts_do_not_change_is_relabelled_without_a_drain() -> N
     assert report.ok
     assert fake.events == ["label a=c0"]
     assert fake.labels["a"][STATE_LABEL] == "success"
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.lists(st.floats(0, 2000), min_size=2, max_size=2),
+       st.lists(st.floats(0, 2000), min_size=2, max_size=2),
+       st.integers(0, 3), st.sampled_from([1, 2]))
+def test_random_rollouts_keep_every_floor_at_every_write(before: list[float],
+                                                         after: list[float], spare: int,
+                                                         per_node: int) -> None:
+    """Random replans through the planner, the node stages and the controller, against the
+    fake that checks the floors after each write: they complete where the stages do, and
+    stop naming the blocked node where they do not, leaving no temporary pod behind."""
+    old = PARTITION.get("greedy")(problem(before), 1.0)
+    new = PARTITION.get("greedy")(problem(after), 1.0)
+    pb = problem(after)
+    current = old.gpus + (EMPTY,) * spare
+    try:
+        change = plan_steps(pb, current, new.gpus)
+    except InfeasibleError:
+        return
+    count = -(-max(len(current), len(change.target)) // per_node)
+    nodes = [f"n{i}" for i in range(count)]
+    rollout = build_rollout(pb, "A100-40GB", current, change, nodes, per_node)
+    clock = ManualClock()
+    fake = checked(rollout, clock)
+    report = roll(rollout, fake, clock)
+    assert report.outcome is not None
+    if rollout.blocked is None:
+        assert report.ok, report.outcome
+        assert fake.pods == {}
+    else:
+        assert rollout.blocked.split(":")[0] in report.outcome.reason
+        assert "cannot be drained" in report.outcome.reason

@@ -79,7 +79,7 @@ class FakeMigNodes:
             if change.node in fake.labels:
                 continue
             fake.add_node(change.node, serving=bool(change.drain))
-            if not change.layout_changes:
+            if not change.drains:
                 fake.layouts[change.node] = change.config
         return fake
 

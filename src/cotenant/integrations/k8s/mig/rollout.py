@@ -63,9 +63,10 @@ class NodeChange:
     """Replicas in rotation on the node before the change: taken out before the label."""
     restore: tuple[Replica, ...]
     """Replicas the node serves after the change: put in once the MIG manager succeeds."""
-    layout_changes: bool
-    """Whether any GPU's layout changes; if not, the label is written without a drain
-    (mig-parted finds the layout applied and touches no GPU)."""
+    drains: bool
+    """Whether the node is drained: a GPU's layout changes, or the replicas it serves do. If
+    not, the label is written without a drain (mig-parted finds the layout applied and
+    touches no GPU)."""
     temporaries: tuple[TempReplica, ...] = ()
     """Temporary replicas that must be Ready and in rotation before the drain."""
     release: tuple[TempReplica, ...] = ()
@@ -142,7 +143,7 @@ def build_rollout(problem: PartitionProblem, gpu_model: str, current: tuple[GpuP
 
     changes = tuple(NodeChange(nodes[s.node], config[_key(s.after)],
                                _replicas(problem, s.before), _replicas(problem, s.after),
-                               s.layout_changes, tuple(temp(t) for t in s.temporaries),
+                               s.drains, tuple(temp(t) for t in s.temporaries),
                                tuple(temp(t) for t in s.release), s.final)
                     for s in plan.stages)
     rate_today = np.zeros(len(problem.services))

@@ -120,7 +120,7 @@ def node_replicas(rollout: Rollout, cursor: Cursor) -> dict[str, tuple[tuple[str
     for c in rollout.changes:
         out.setdefault(c.node, c.drain)
     for k, c in enumerate(rollout.changes[:cursor.stage + 1]):
-        if not c.layout_changes:
+        if not c.drains:
             continue
         if k < cursor.stage or cursor.phase is Phase.RELEASING:
             out[c.node] = c.restore
@@ -179,7 +179,7 @@ def _begin(rollout: Rollout, cursor: Cursor, seen: Seen,
     labels = seen.labels.get(change.node, {})
     if _applied(labels, change.config):
         done = replace(cursor, phase=Phase.RELEASING, since=None)
-        if change.layout_changes and change.restore:
+        if change.drains and change.restore:
             return Action(Act.RESTORE, change.node, change.config, "already applied"), done
         return Action(Act.SKIP, change.node, change.config, "already applied"), done
     if _past(rollout, cursor.stage, labels.get(CONFIG_LABEL), seen):
@@ -210,7 +210,7 @@ def _start(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
     for t in change.temporaries:
         if not seen.temps[t.name].serving:
             return Action(Act.ADMIT, t.node, pod=t), replace(cursor, since=None)
-    if change.layout_changes:
+    if change.drains:
         why = lacks_slack(rollout, cursor, seen, change.node)
         if why is not None:
             tail = "; the planner found no safe order from here" if rollout.blocked else ""
@@ -220,7 +220,7 @@ def _start(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
             pod = rollout.temporaries.get(stale[0]) or TempReplica(
                 stale[0], seen.temps[stale[0]].service, change.node, "", 0.0)
             return Action(Act.REMOVE, change.node, pod=pod, reason="on a node to change"), cursor
-    if not change.layout_changes or not change.drain:
+    if not change.drains or not change.drain:
         why = "" if change.final else "an intermediate layout: room for temporary replicas"
         return (Action(Act.LABEL, change.node, change.config, why),
                 replace(cursor, phase=Phase.LABELLED, since=now))
@@ -238,7 +238,7 @@ def _applying(change: NodeChange, cursor: Cursor, seen: Seen, now: float,
         )), cursor
     if state == "success":
         done = replace(cursor, phase=Phase.RELEASING, since=None)
-        if change.layout_changes and change.restore:
+        if change.drains and change.restore:
             return Action(Act.RESTORE, change.node, change.config), done
         return Action(Act.SKIP, change.node, change.config, "applied, nothing to restore"), done
     if state == "failed":

@@ -25,6 +25,7 @@ blocks the first. :func:`check_stages` replays the stages and is run on every re
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,9 +69,18 @@ class NodeStage:
     """Whether ``after`` is the node's final layout (else an intermediate one lending room)."""
 
     @property
-    def layout_changes(self) -> bool:
-        return [layout_key(g.layout) for g in self.before] != [
-            layout_key(g.layout) for g in self.after]
+    def drains(self) -> bool:
+        """Whether the node is drained: a GPU's layout changes, or the replicas it serves do
+        (they move while it serves nothing)."""
+        return _differs(self.before, self.after)
+
+
+def _differs(before: tuple[GpuPlan, ...], after: tuple[GpuPlan, ...]) -> bool:
+    """Whether mig-parted changes a layout (profile counts), or a replica changes."""
+    def view(gpus: tuple[GpuPlan, ...]) -> list[object]:
+        return [(layout_key(g.layout), Counter((p.profile.name, s) for p, s in g.assignment
+                                               if s is not None)) for g in gpus]
+    return view(before) != view(after)
 
 
 @dataclass(frozen=True)
@@ -155,7 +165,8 @@ def node_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...],
         if not pending:
             break
         ready = [n for n in pending if not (lending[n] and any(
-            t.gpu // per_node == n for t in state.temps)) and state.lacks(n) is None]
+            t.gpu // per_node == n for t in state.temps))
+            and (not _differs(state.nodes[n], final[n]) or state.lacks(n) is None)]
         if ready:
             n = ready[0]
             stages.append(_move(state, n, final[n], True))
@@ -180,7 +191,7 @@ def node_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...],
 def _move(state: _Pool, node: int, gpus: tuple[GpuPlan, ...], final: bool) -> NodeStage:
     before = state.nodes[node]
     stage = NodeStage(node, before, gpus, tuple(state.temps), (), final)
-    if not stage.layout_changes:  # mig-parted touches no GPU: the replicas stay as they are
+    if not stage.drains:  # mig-parted touches no GPU and no replica moves
         return NodeStage(node, before, before, stage.temporaries, (), final)
     state.nodes[node] = gpus
     return stage
@@ -317,7 +328,7 @@ def check_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...], stages
                 raise InfeasibleError(f"stage {k}: no idle instance {t.placement} on GPU "
                                       f"{t.gpu} for a temporary replica of {t.service}")
         state.temps = list(dict.fromkeys([*state.temps, *stage.temporaries]))
-        if stage.layout_changes:
+        if stage.drains:
             if any(t.gpu // per_node == stage.node for t in state.temps):
                 raise InfeasibleError(f"stage {k}: node {stage.node} changes under a "
                                       "temporary replica")
