@@ -104,17 +104,22 @@ def mig(
     profiles: Annotated[Path | None, typer.Option(help="profile CSV for the planner")] = None,
     kubeconfig: Kubeconfig = None,
     dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="roll out against a fake cluster (every node applies in 30 s): "
-                          "shows the order and where it would stop")] = False,
+        "--dry-run", help="roll out against a fake cluster (every node applies in 30 s, "
+                          "every temporary pod is Ready in 20 s): shows the order and where "
+                          "it would stop")] = False,
     timeout: Annotated[float, typer.Option(min=1.0, callback=finite,
                                            help="seconds a node may take to apply")] = 900.0,
+    ready_timeout: Annotated[float, typer.Option(
+        min=1.0, callback=finite,
+        help="seconds a temporary pod may take to become Ready")] = 300.0,
     poll: Annotated[float, typer.Option(min=0.1, callback=finite,
                                         help="seconds between state reads")] = 5.0,
     time_limit: Annotated[float, typer.Option(min=0.01, callback=finite,
                                               help="seconds for the planner")] = 10.0,
 ) -> None:
     """Apply a ServingPlan's MIG layouts through NVIDIA's MIG manager, node by node, in the
-    planner's order, never draining a node whose services lack slack (exit 1 if it stops)."""
+    planner's order, with temporary replicas where a node's services lack slack, never
+    draining a node whose services lack it (exit 1 if it stops)."""
     from cotenant.integrations.k8s.mig.controller import Settings  # noqa: PLC0415
     from cotenant.integrations.k8s.mig.run import MigJob, run_mig  # noqa: PLC0415
 
@@ -122,8 +127,9 @@ def mig(
     if not names:
         raise InputError("--nodes", "names no node", hint="--nodes gpu-node-0,gpu-node-1")
     job = MigJob(spec, names, gpus_per_node, current, mig_parted, profiles, kubeconfig,
-                 dry_run, Settings(timeout, poll), time_limit=time_limit)
-    report = run_mig(job, lambda t, action: typer.echo(f"{t:8.1f} s  {action}"))
+                 dry_run, Settings(timeout, poll, ready_timeout), time_limit=time_limit)
+    report = run_mig(job, lambda t, action: typer.echo(f"{t:8.1f} s  {action}"),
+                     typer.echo)
     if mig_parted is not None:
         typer.echo(f"wrote {mig_parted}")
     if not report.ok:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from .test_cli import assert_one_error_line, run
 
@@ -59,17 +60,31 @@ def test_snapshot_without_a_cluster_is_one_line(capsys: Capsys, tmp_path: Path) 
 EXAMPLES = Path(__file__).parents[3] / "examples"
 
 
-def test_mig_dry_run_prints_the_rollout_and_exits_1_where_it_stops(capsys: Capsys,
-                                                                    tmp_path: Path) -> None:
+def test_mig_dry_run_prints_the_staged_order_and_carries_it_out(capsys: Capsys,
+                                                                 tmp_path: Path) -> None:
     out_file = tmp_path / "mig-parted.yaml"
     code, out, _ = run(capsys, "k8s", "mig", str(EXAMPLES / "serving-plan.yaml"), "--current",
                        str(EXAMPLES / "current-deployment.yaml"), "--nodes", "a,b,c,d",
                        "--gpus-per-node", "1", "--dry-run", "--time-limit", "2",
                        "--mig-parted", str(out_file))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("   1. d -> cotenant-node-")
+    assert any("(intermediate: room for temporary replicas)" in line for line in lines)
+    assert any("needs image-tagger on a" in line for line in lines)
+    assert "label d nvidia.com/mig.config=cotenant-node-" in out
+    assert lines[-2].endswith("done")
+    labelled = {line.split("=")[1].split(":")[0] for line in lines if " label " in line}
+    document = yaml.safe_load(out_file.read_text())
+    assert labelled == set(document["mig-configs"])  # the ConfigMap has every config labelled
+
+
+def test_mig_dry_run_exits_1_where_no_order_is_safe(capsys: Capsys) -> None:
+    code, out, _ = run(capsys, "k8s", "mig", str(EXAMPLES / "serving-plan.yaml"), "--current",
+                       str(EXAMPLES / "current-deployment.yaml"), "--nodes", "big",
+                       "--gpus-per-node", "4", "--dry-run", "--time-limit", "2")
     assert code == 1
-    assert "label d nvidia.com/mig.config=cotenant-node-" in out.splitlines()[0]
-    assert "stop: b cannot be drained" in out
-    assert "mig-configs" in out_file.read_text()
+    assert "stop: big cannot be drained: " in out.splitlines()[-1]
 
 
 def test_mig_dry_run_of_a_fresh_pool_is_done(capsys: Capsys) -> None:

@@ -158,6 +158,28 @@ def build_rollout(problem: PartitionProblem, gpu_model: str, current: tuple[GpuP
                    document, blocked)
 
 
+def describe(rollout: Rollout) -> list[str]:
+    """The rollout's changes, one line each, in order (what ``--dry-run`` prints first)."""
+    lines = []
+    for k, c in enumerate(rollout.changes, 1):
+        line = f"{k:4d}. {c.node} -> {c.config}"
+        if not c.final:
+            line += " (intermediate: room for temporary replicas)"
+        if c.temporaries:
+            line += "; needs " + ", ".join(f"{t.service} on {t.node} ({t.profile})"
+                                           for t in c.temporaries)
+        if c.drains and c.drain:
+            line += "; drains " + ", ".join(sorted({s for s, _ in c.drain}))
+        elif not c.drains:
+            line += "; no change"
+        if c.release:
+            line += "; then removes " + ", ".join(f"{t.service} on {t.node}" for t in c.release)
+        lines.append(line)
+    if rollout.blocked is not None:
+        lines.append(f"      no safe order found from {rollout.blocked}")
+    return lines
+
+
 def _key(gpus: tuple[GpuPlan, ...]) -> NodeKey:
     return tuple(layout_key(g.layout) for g in gpus)
 

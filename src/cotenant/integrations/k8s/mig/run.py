@@ -19,7 +19,7 @@ from cotenant.integrations.k8s.mig.controller import (
     run_rollout,
 )
 from cotenant.integrations.k8s.mig.fake import FakeMigNodes
-from cotenant.integrations.k8s.mig.rollout import Rollout, plan_rollout
+from cotenant.integrations.k8s.mig.rollout import Rollout, describe, plan_rollout
 from cotenant.integrations.k8s.mig.steps import Action
 from cotenant.model.deployment import parse_deployment
 from cotenant.model.documents import loads_yaml
@@ -68,11 +68,18 @@ def prepare(job: MigJob) -> Rollout:
     return rollout
 
 
-def run_mig(job: MigJob, on_action: Callable[[float, Action], None]) -> RolloutReport:
-    """Plan and roll out ``job``; the cluster's configuration is loaded before planning, so a
-    bad kubeconfig fails at once."""
+def _quiet(_: str) -> None:
+    pass
+
+
+def run_mig(job: MigJob, on_action: Callable[[float, Action], None],
+            on_plan: Callable[[str], None] | None = None) -> RolloutReport:
+    """Plan and roll out ``job`` (``on_plan`` gets the changes in order first); the cluster's
+    configuration is loaded before planning, so a bad kubeconfig fails at once."""
     if job.dry_run:
         rollout = prepare(job)
+        for line in describe(rollout):
+            (on_plan or _quiet)(line)
         fake_clock = ManualClock()  # moves only by the controller's sleeps: no time taken
         fake = FakeMigNodes.for_rollout(rollout, fake_clock)
         return run_rollout(rollout, fake, fake_clock, fake_clock.advance, job.settings,
@@ -83,4 +90,7 @@ def run_mig(job: MigJob, on_action: Callable[[float, Action], None]) -> RolloutR
         raise CotenantError(f"the Kubernetes integration needs {exc.name}",
                             hint="pip install 'cotenant[k8s]'") from None
     api: MigApi = ClientMigApi(job.kubeconfig)
-    return run_rollout(prepare(job), api, time.monotonic, time.sleep, job.settings, on_action)
+    rollout = prepare(job)
+    for line in describe(rollout):
+        (on_plan or _quiet)(line)
+    return run_rollout(rollout, api, time.monotonic, time.sleep, job.settings, on_action)
