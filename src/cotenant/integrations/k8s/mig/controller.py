@@ -23,8 +23,8 @@ from cotenant.integrations.k8s.mig.steps import (
 )
 
 
-class MigApi(Protocol):
-    """What the controller reads and writes in the cluster."""
+class MigNodes(Protocol):
+    """The controller's node side: MIG labels, and serving pods in and out of rotation."""
 
     def node_labels(self, node: str) -> dict[str, str]:
         """The node's labels now."""
@@ -37,6 +37,10 @@ class MigApi(Protocol):
     def set_rotation(self, node: str, serving: bool) -> int:
         """Put the serving pods on ``node`` in (or out of) rotation; how many pods."""
         ...
+
+
+class TempPods(Protocol):
+    """The controller's own pods: temporary replicas."""
 
     def temporary_pods(self) -> dict[str, TempPod]:
         """Every temporary pod the controller made, by name."""
@@ -54,6 +58,10 @@ class MigApi(Protocol):
     def remove_temporary(self, name: str) -> None:
         """Take the temporary pod ``name`` out of rotation and delete it."""
         ...
+
+
+class MigApi(MigNodes, TempPods, Protocol):
+    """What the controller reads and writes in the cluster."""
 
 
 @dataclass(frozen=True)
