@@ -190,7 +190,8 @@ def node_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...],
 
 def _move(state: _Pool, node: int, gpus: tuple[GpuPlan, ...], final: bool) -> NodeStage:
     before = state.nodes[node]
-    stage = NodeStage(node, before, gpus, tuple(state.temps), (), final)
+    serving = tuple(t for t in state.temps if t.gpu // state.per_node != node)
+    stage = NodeStage(node, before, gpus, serving, (), final)
     if not stage.drains:  # mig-parted touches no GPU and no replica moves
         return NodeStage(node, before, before, stage.temporaries, (), final)
     state.nodes[node] = gpus
