@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cotenant.agent.backends import ManualClock
-from cotenant.errors import InfeasibleError, InputError
+from cotenant.errors import InfeasibleError, InputError, PermanentError
 from cotenant.integrations.k8s.mig.controller import RolloutReport, Settings, run_rollout
 from cotenant.integrations.k8s.mig.fake import FakeMigNodes
 from cotenant.integrations.k8s.mig.rollout import (
@@ -446,3 +446,29 @@ def test_random_rollouts_keep_every_floor_at_every_write(before: list[float],
     else:
         assert rollout.blocked.split(":")[0] in report.outcome.reason
         assert "cannot be drained" in report.outcome.reason
+
+
+def test_the_fakes_temporary_pod_is_ready_only_where_its_instance_exists() -> None:
+    clock = ManualClock()
+    configs = {"mig-configs": {
+        "big": [{"devices": [0], "mig-enabled": True, "mig-devices": {"7g.40gb": 1}}],
+        "small": [{"devices": [0, 1], "mig-enabled": True, "mig-devices": {"1g.5gb": 1}}]}}
+    fake = FakeMigNodes(clock, configs=configs, services={"svc"}, ready_s=10)
+    fake.add_node("n", {CONFIG_LABEL: "big"}, serving=False)
+    one, two, three = (TempReplica(f"t{i}", "svc", "n", "1g.5gb", 1.0) for i in range(3))
+    fake.create_temporary(one)
+    clock.advance(10)
+    assert not fake.temporary_pods()["t0"].ready  # no 1g.5gb instance on "big": Pending
+    fake.set_config("n", "small")
+    clock.advance(30)
+    fake.node_labels("n")
+    assert not fake.temporary_pods()["t0"].ready  # its instance went with the old layout
+    fake.remove_temporary("t0")
+    fake.create_temporary(two)
+    fake.create_temporary(three)
+    clock.advance(10)
+    assert fake.temporary_pods()["t1"].ready  # "small" has two 1g.5gb: one each
+    assert fake.temporary_pods()["t2"].ready
+    fake.refuse.add("svc")
+    with pytest.raises(PermanentError, match="refused"):
+        fake.create_temporary(TempReplica("t3", "svc", "n", "1g.5gb", 1.0))

@@ -138,8 +138,10 @@ class FakeMigNodes:
         node = pod.temp.node
         if pod.dead or node in self.down or self.clock() - pod.created < self.ready_s:
             return False
-        if not self.configs or node in self._written:
-            return not self.configs
+        if not self.configs:  # no configs to check the instance against
+            return True
+        if node in self._written:  # the MIG manager is still applying a config
+            return False
         rivals = [p for p in self.pods.values() if p.temp.node == node and not p.dead
                   and p.temp.profile == pod.temp.profile]
         return self._offers(node, pod.temp.profile) >= len(rivals)
