@@ -62,6 +62,24 @@ def test_a_partial_change_the_planner_makes_in_place_borrows_an_empty_node() -> 
     assert stages.stages[2].release == temps
 
 
+def idle_beside() -> tuple[PartitionProblem, tuple[GpuPlan, ...], tuple[GpuPlan, ...]]:
+    """GPU 1 keeps an idle 4g (its final layout has it idle) beside GPU 0's change."""
+    return (problem([300, 90]),
+            (gpu("4g.20gb@0,3g.20gb@4", ["a", "b"]), gpu("4g.20gb@0,3g.20gb@4", [None, "b"])),
+            (gpu("4g.20gb@0,1g.5gb@4,1g.5gb@5", ["a", "b", "b"]),
+             gpu("4g.20gb@0,3g.20gb@4", [None, "b"])))
+
+
+def test_an_idle_instance_of_a_final_node_serves_without_a_new_layout() -> None:
+    pb, current, plan = idle_beside()
+    stages = node_stages(pb, current, plan_steps(pb, current, plan), 1)
+    assert stages.blocked is None
+    assert all(s.final for s in stages.stages)  # no intermediate layout
+    (temp,) = stages.stages[-1].temporaries
+    assert (temp.service, temp.gpu, str(temp.placement)) == ("a", 1, "4g.20gb@0")
+    assert stages.stages[-1].release == (temp,)
+
+
 def test_one_node_with_nothing_beside_it_is_blocked_by_the_service_it_holds() -> None:
     pb = problem([300, 90])
     current = (gpu("4g.20gb@0,3g.20gb@4", ["a", "b"]), EMPTY)

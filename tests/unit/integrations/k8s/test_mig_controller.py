@@ -39,7 +39,7 @@ from cotenant.model.serving import parse_spec
 from cotenant.perf.mig_profiles import default_table
 from cotenant.policies.partition import PARTITION
 from cotenant.policies.partition.reconfig import Reconfiguration, StepKind, plan_steps
-from tests.unit.policies.test_reconfig_stages import EMPTY, problem
+from tests.unit.policies.test_reconfig_stages import EMPTY, idle_beside, problem
 
 EXAMPLES = Path(__file__).parents[4] / "examples"
 NODES = ["gpu-a", "gpu-b", "gpu-c", "gpu-d"]
@@ -193,6 +193,22 @@ def test_all_nodes_of_a_fresh_pool_are_labelled_and_none_drained() -> None:
     assert {fake.labels[n][CONFIG_LABEL] for n in ("n0", "n1")} == {
         c.config for c in rollout.changes}
     assert set(rollout.configs["mig-configs"]) == {c.config for c in rollout.changes}
+
+
+def test_a_temporary_replica_on_an_idle_instance_needs_no_new_config() -> None:
+    pb, current, plan = idle_beside()
+    rollout = build_rollout(pb, "A100-40GB", current, plan_steps(pb, current, plan),
+                            ["x", "y"], 1)
+    clock = ManualClock()
+    fake = checked(rollout, clock)
+    report = roll(rollout, fake, clock)
+    assert report.ok, report.outcome
+    assert len(rollout.configs["mig-configs"]) == 2  # the two final layouts only
+    (temp,) = rollout.temporaries.values()
+    assert [e for e in fake.events if temp.name in e] == [
+        f"create {temp.name}", f"admit {temp.name}", f"remove {temp.name}"]
+    assert fake.events.index(f"admit {temp.name}") < fake.events.index("drain x")
+    assert fake.pods == {}
 
 
 class CrashError(Exception):
