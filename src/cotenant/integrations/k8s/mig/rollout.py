@@ -34,8 +34,13 @@ from cotenant.perf.mig_profiles import ProfileTable
 from cotenant.policies.partition.export import NodeKey, layout_key, mig_parted_configs
 from cotenant.policies.partition.planner import DEFAULT_TIME_LIMIT, plan_spec
 from cotenant.policies.partition.problem import PartitionProblem
-from cotenant.policies.partition.reconfig import Reconfiguration, plan_steps, replicas_today
-from cotenant.policies.partition.reconfig.stages import Temporary, node_stages
+from cotenant.policies.partition.reconfig import (
+    Reconfiguration,
+    Temporary,
+    node_stages,
+    plan_steps,
+    replicas_today,
+)
 
 Replica = tuple[str, float]
 """A replica in rotation: its service and the req/s it serves."""

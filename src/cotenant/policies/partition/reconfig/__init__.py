@@ -3,7 +3,8 @@
 :func:`plan_steps` tries the ordering rules first (:mod:`.rules`: fast, and enough for most
 changes), then the bounded search (:mod:`.search`), which finds a safe order whenever one
 exists within its bound. Both keep :mod:`.steps`' invariants, and every order is replayed
-by :func:`~.steps.check_steps` before it is returned.
+by :func:`~.steps.check_steps` before it is returned. :func:`.stages.node_stages` groups an
+order into whole-node stages for tools that change a node at a time (mig-parted).
 """
 
 from __future__ import annotations
@@ -13,6 +14,13 @@ from cotenant.model.deployment import GpuPlan
 from cotenant.policies.partition.problem import PartitionProblem
 from cotenant.policies.partition.reconfig.rules import order_by_rules
 from cotenant.policies.partition.reconfig.search import SearchBound, search_steps
+from cotenant.policies.partition.reconfig.stages import (
+    NodeStage,
+    NodeStages,
+    Temporary,
+    check_stages,
+    node_stages,
+)
 from cotenant.policies.partition.reconfig.steps import (
     Reconfiguration,
     State,
@@ -24,13 +32,18 @@ from cotenant.policies.partition.reconfig.steps import (
 )
 
 __all__ = [
+    "NodeStage",
+    "NodeStages",
     "Reconfiguration",
     "SearchBound",
     "State",
     "Step",
     "StepKind",
+    "Temporary",
+    "check_stages",
     "check_steps",
     "floor_of",
+    "node_stages",
     "order_by_rules",
     "plan_steps",
     "replicas_today",
