@@ -178,6 +178,8 @@ def test_a_plan_with_no_safe_order_stops_naming_the_blocking_service() -> None:
     assert report.outcome.act is Act.STOP
     assert re.search(r"^big cannot be drained: \S+ would have 0\.0 req/s in rotation, below its "
                      r"floor of [0-9.]+; the planner found no safe order", report.outcome.reason)
+    assert report.outcome.reason.startswith(rollout.blocked.replace(": ", " cannot be drained: ",
+                                                                    1))
     assert fake.events == []  # nothing drained, nothing relabelled
     assert fake.rotation["big"]
 
@@ -460,8 +462,8 @@ def test_random_rollouts_keep_every_floor_at_every_write(before: list[float],
         assert report.ok, report.outcome
         assert fake.pods == {}
     else:
-        assert rollout.blocked.split(":")[0] in report.outcome.reason
-        assert "cannot be drained" in report.outcome.reason
+        node, why = rollout.blocked.split(": ", 1)
+        assert report.outcome.reason.startswith(f"{node} cannot be drained: {why}")
 
 
 def test_the_fakes_temporary_pod_is_ready_only_where_its_instance_exists() -> None:

@@ -178,10 +178,10 @@ def node_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...],
                    for n in pending if not lending[n]):
             blocked = pending[0]
             break
-    for n in pending:  # no safe order found: the rest in order, the controller stops at it
-        stages.append(_move(state, n, final[n], True))
     why = None if blocked is None else (state.lacks(blocked) or "it lends room to a temporary "
                                         "replica still needed")
+    for n in pending:  # no safe order found: the rest in order, the controller stops at it
+        stages.append(_move(state, n, final[n], True))
     result = NodeStages(tuple(stages), tuple(float(x) for x in state.floor), blocked, why)
     if blocked is None:
         check_stages(problem, current, result, per_node)
