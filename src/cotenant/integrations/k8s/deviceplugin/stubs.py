@@ -38,6 +38,7 @@ def _generate(out: Path) -> None:
             str(PROTO)]
     if protoc.main(args) != 0:
         raise CotenantError(f"grpc_tools.protoc could not compile {PROTO}")
+    tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache (an image's) from other users
     try:
         tmp.rename(out)
     except OSError:  # another process generated them first
