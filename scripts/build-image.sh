@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Build the container image the manifests in deploy/kubernetes run, from the committed files
+# (git archive HEAD) and deploy/Dockerfile. Uses docker where an engine answers, otherwise
+# buildah (daemonless); where neither can build, says what is missing and exits 1.
+#
+#   scripts/build-image.sh [TAG]          # TAG defaults to cotenant:latest
+#
+# Environment:
+#   BASE          the base image (a Debian-based image with python3 >= 3.11 and venv);
+#                 the Dockerfile's default is python:3.11-slim
+#   BUILDAH_ARGS  arguments for buildah bud (default: --isolation chroot, which needs no
+#                 user namespaces)
+#   BUILDAH_STORAGE_DRIVER  buildah's storage driver, e.g. vfs where overlay cannot mount
+#   CA_BUNDLE     buildah only: a CA bundle mounted over the build's trust store while pip
+#                 runs (a TLS-intercepting proxy); it does not enter the image
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tag="${1:-cotenant:latest}"
+build_args=()
+[ -n "${BASE:-}" ] && build_args+=(--build-arg "BASE=$BASE")
+
+context="$(mktemp -d)"
+trap 'rm -rf "$context"' EXIT
+git archive HEAD | tar -x -C "$context"
+[ -n "$(git status --porcelain --untracked-files=no)" ] \
+    && echo "build-image: uncommitted changes are not in the image (it builds HEAD)" >&2
+
+docker_error=""
+if command -v docker >/dev/null 2>&1; then
+    if docker_error="$(docker info --format '{{.ServerVersion}}' 2>&1)"; then
+        docker build -t "$tag" -f "$context/deploy/Dockerfile" "${build_args[@]}" "$context"
+        docker image ls "$tag"
+        exit 0
+    fi
+    docker_error="the docker CLI is installed but no engine answers: $(echo "$docker_error" | tail -n 1)"
+else
+    docker_error="no docker CLI on PATH"
+fi
+
+if command -v buildah >/dev/null 2>&1; then
+    read -r -a extra <<< "${BUILDAH_ARGS:---isolation chroot}"
+    globals=()
+    [ -n "${BUILDAH_STORAGE_DRIVER:-}" ] && globals+=(--storage-driver "$BUILDAH_STORAGE_DRIVER")
+    [ -n "${CA_BUNDLE:-}" ] && extra+=(-v "$CA_BUNDLE:/etc/ssl/certs/ca-certificates.crt:ro")
+    buildah "${globals[@]}" bud "${extra[@]}" "${build_args[@]}" \
+        -f "$context/deploy/Dockerfile" -t "$tag" "$context"
+    buildah "${globals[@]}" images "$tag"
+    exit 0
+fi
+
+echo "build-image: cannot build: $docker_error; and no buildah on PATH." >&2
+echo "build-image: start a Docker engine, or install buildah (Debian: apt-get install buildah)." >&2
+exit 1
