@@ -19,25 +19,37 @@ tag="${1:-cotenant:latest}"
 build_args=()
 [ -n "${BASE:-}" ] && build_args+=(--build-arg "BASE=$BASE")
 
+builder="" missing=""
+if command -v docker >/dev/null 2>&1; then
+    if answer="$(docker info --format '{{.ServerVersion}}' 2>&1)"; then
+        builder=docker
+    else
+        missing="the docker CLI is installed but no engine answers: $(echo "$answer" | tail -n 1)"
+    fi
+else
+    missing="no docker CLI on PATH"
+fi
+if [ -z "$builder" ]; then
+    if ! command -v buildah >/dev/null 2>&1; then
+        echo "build-image: cannot build: $missing; and no buildah on PATH." >&2
+        echo "build-image: start a Docker engine, or install buildah (Debian: apt-get install" \
+             "buildah)." >&2
+        exit 1
+    fi
+    builder=buildah
+fi
+
 context="$(mktemp -d)"
 trap 'rm -rf "$context"' EXIT
 git archive HEAD | tar -x -C "$context"
 [ -n "$(git status --porcelain --untracked-files=no)" ] \
     && echo "build-image: uncommitted changes are not in the image (it builds HEAD)" >&2
 
-docker_error=""
-if command -v docker >/dev/null 2>&1; then
-    if docker_error="$(docker info --format '{{.ServerVersion}}' 2>&1)"; then
-        docker build -t "$tag" -f "$context/deploy/Dockerfile" "${build_args[@]}" "$context"
-        docker image ls "$tag"
-        exit 0
-    fi
-    docker_error="the docker CLI is installed but no engine answers: $(echo "$docker_error" | tail -n 1)"
+if [ "$builder" = docker ]; then
+    docker build -t "$tag" -f "$context/deploy/Dockerfile" "${build_args[@]}" "$context"
+    docker image ls "$tag"
 else
-    docker_error="no docker CLI on PATH"
-fi
-
-if command -v buildah >/dev/null 2>&1; then
+    echo "build-image: $missing; building with buildah" >&2
     read -r -a extra <<< "${BUILDAH_ARGS:---isolation chroot}"
     globals=()
     [ -n "${BUILDAH_STORAGE_DRIVER:-}" ] && globals+=(--storage-driver "$BUILDAH_STORAGE_DRIVER")
@@ -45,9 +57,4 @@ if command -v buildah >/dev/null 2>&1; then
     buildah "${globals[@]}" bud "${extra[@]}" "${build_args[@]}" \
         -f "$context/deploy/Dockerfile" -t "$tag" "$context"
     buildah "${globals[@]}" images "$tag"
-    exit 0
 fi
-
-echo "build-image: cannot build: $docker_error; and no buildah on PATH." >&2
-echo "build-image: start a Docker engine, or install buildah (Debian: apt-get install buildah)." >&2
-exit 1
