@@ -34,8 +34,8 @@ SLOW = {
     "tests/unit/cli/test_colocation_cli.py runs a frontier on a small workload",
 }
 CLUSTER = {
-    "docker build": "builds the image for a cluster; the manifests are checked offline by "
-    "tests/unit/integrations/k8s/test_deploy.py",
+    "build-image.sh": "builds the image for a cluster (minutes, and a registry for its base); "
+    "tests/unit/integrations/k8s/test_image.py checks a built image, opt-in",
     "kubectl apply": "needs a Kubernetes cluster; tests/unit/integrations/k8s/test_deploy.py "
     "checks the manifests offline",
 }
