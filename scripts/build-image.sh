@@ -11,8 +11,9 @@
 #   BUILDAH_ARGS  arguments for buildah bud (default: --isolation chroot, which needs no
 #                 user namespaces)
 #   BUILDAH_STORAGE_DRIVER  buildah's storage driver, e.g. vfs where overlay cannot mount
-#   CA_BUNDLE     buildah only: a CA bundle mounted over the build's trust store while pip
-#                 runs (a TLS-intercepting proxy); it does not enter the image
+#   CA_BUNDLE     buildah only: a CA bundle (a TLS-intercepting proxy) mounted over the build
+#                 stage's trust store and handed to pip as PIP_CERT (pip before 24.2 reads
+#                 certifi's bundle, not the system's); neither enters the final image
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tag="${1:-cotenant:latest}"
@@ -46,15 +47,23 @@ git archive HEAD | tar -x -C "$context"
     && echo "build-image: uncommitted changes are not in the image (it builds HEAD)" >&2
 
 if [ "$builder" = docker ]; then
-    docker build -t "$tag" -f "$context/deploy/Dockerfile" "${build_args[@]}" "$context"
+    [ -n "${CA_BUNDLE:-}" ] && echo "build-image: CA_BUNDLE is for buildah builds; docker" \
+        "ignores it (give the Docker engine the proxy's CA)" >&2
+    # ${a[@]+"${a[@]}"}: an empty array under set -u fails on bash before 4.4 (macOS has 3.2)
+    docker build -t "$tag" -f "$context/deploy/Dockerfile" ${build_args[@]+"${build_args[@]}"} \
+        "$context"
     docker image ls "$tag"
 else
     echo "build-image: $missing; building with buildah" >&2
     read -r -a extra <<< "${BUILDAH_ARGS:---isolation chroot}"
     globals=()
     [ -n "${BUILDAH_STORAGE_DRIVER:-}" ] && globals+=(--storage-driver "$BUILDAH_STORAGE_DRIVER")
-    [ -n "${CA_BUNDLE:-}" ] && extra+=(-v "$CA_BUNDLE:/etc/ssl/certs/ca-certificates.crt:ro")
-    buildah "${globals[@]}" bud "${extra[@]}" "${build_args[@]}" \
-        -f "$context/deploy/Dockerfile" -t "$tag" "$context"
-    buildah "${globals[@]}" images "$tag"
+    if [ -n "${CA_BUNDLE:-}" ]; then
+        trust=/etc/ssl/certs/ca-certificates.crt
+        extra+=(-v "$CA_BUNDLE:$trust:ro")
+        build_args+=(--build-arg "PIP_CERT=$trust")
+    fi
+    buildah ${globals[@]+"${globals[@]}"} bud ${extra[@]+"${extra[@]}"} \
+        ${build_args[@]+"${build_args[@]}"} -f "$context/deploy/Dockerfile" -t "$tag" "$context"
+    buildah ${globals[@]+"${globals[@]}"} images "$tag"
 fi
