@@ -145,11 +145,12 @@ func run(s script) (*report, error) {
 	case <-time.After(timeout):
 		return nil, fmt.Errorf("fewer than %d plugins registered in %v", s.Registrations, timeout)
 	}
-	k.mu.Lock()
-	out := &report{SupportedVersions: api.SupportedVersions[:], Registrations: k.seen[:k.want]}
+	k.mu.Lock() // a plugin may register again while the calls run: read a copy
+	seen := append([]registration(nil), k.seen...)
 	k.mu.Unlock()
+	out := &report{SupportedVersions: api.SupportedVersions[:], Registrations: seen[:s.Registrations]}
 	endpoints := map[string]string{}
-	for _, r := range k.seen {
+	for _, r := range seen {
 		endpoints[r.Request.ResourceName] = filepath.Join(s.Dir, r.Request.Endpoint)
 	}
 	for _, c := range s.Calls {
