@@ -6,7 +6,7 @@
 every RPC of our device plugin (a real gRPC server on unix sockets) with the upstream
 ``DevicePluginClient``, and reports what that client decoded, as the generated Go types'
 JSON. Skipped cleanly unless a Go toolchain and the upstream package are found: the kubelet
-source tree named by ``COTENANT_KUBELET_SRC``, or Debian's
+source tree named by ``COTENANT_KUBELET_SRC``, or a GOPATH checkout at
 ``/usr/share/gocode/src/k8s.io/kubelet``. The build runs in GOPATH mode, offline
 (``GOPROXY=off``), with the Go gRPC and protobuf libraries from the GOPATH (Debian's
 ``golang-google-grpc-dev`` and ``golang-github-gogo-protobuf-dev`` under /usr/share/gocode).
@@ -41,6 +41,7 @@ DRIVER = Path(__file__).with_name("kubelet") / "driver.go"
 DEBIAN_GOPATH = Path("/usr/share/gocode")
 PACKAGE = Path("pkg/apis/deviceplugin/v1beta1")
 MILLI, WHOLE = "cotenant.io/gpu-milli", "nvidia.com/gpu"
+BUILD_TIMEOUT_S = 600
 
 
 def kubelet_source() -> Path:
@@ -71,8 +72,15 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = {**os.environ, "GO111MODULE": "off", "GOPATH": path, "GOPROXY": "off",
            "GOFLAGS": ""}
     binary = gopath / "driver"
-    built = subprocess.run([go, "build", "-o", str(binary), "kubeletdriver"], env=env,
-                           check=False, capture_output=True, text=True, timeout=600)
+    try:
+        built = subprocess.run([go, "build", "-o", str(binary), "kubeletdriver"], env=env,
+                               check=False, capture_output=True, text=True,
+                               timeout=BUILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        built = None  # failed outside the handler, so no exception chain is printed
+    if built is None:
+        pytest.fail(f"go build of {DRIVER.name} against {root} took over {BUILD_TIMEOUT_S} s",
+                    pytrace=False)
     if built.returncode != 0 and "cannot find package" in built.stderr:
         pytest.skip(f"the Go libraries the upstream package needs are missing: {built.stderr}")
     errors = [line for line in built.stderr.splitlines() if ".go:" in line]
@@ -101,8 +109,10 @@ def pod(name: str, requests: dict[str, str], gpus: str) -> dict[str, Any]:
 
 def drive(driver: Path, sockets: Path, calls: list[dict[str, Any]]) -> tuple[dict[str, Any],
                                                                                  Any, Any]:
-    """Run our plugin (two resources on a fake 2-GPU node) under the upstream client."""
-    backend = FakeNode.build("A100-40GB", 2, ManualClock())
+    """Run our plugin (two resources on a fake 3-GPU node whose GPU 2 had a double-bit ECC
+    error, XID 48, so it is unhealthy) under the upstream client."""
+    backend = FakeNode.build("A100-40GB", 3, ManualClock())
+    backend.inject_xid(2, 48)
     kube = MemoryKube()
     kube.add(pod("a", {MILLI: "250"}, "1"))
     kube.add(pod("b", {WHOLE: "1"}, "1"))
@@ -128,7 +138,8 @@ def drive(driver: Path, sockets: Path, calls: list[dict[str, Any]]) -> tuple[dic
 
 def test_the_upstream_kubelet_client_drives_every_rpc(driver: Path, sockets: Path) -> None:
     ids = [f"GPU-fake-0000-m{k}" for k in range(250)]  # the kubelet's pick: any 250
-    calls = [
+    shares = [f"GPU-fake-0001-m{k}" for k in range(4)]
+    calls: list[dict[str, Any]] = [
         {"resource": MILLI, "rpc": "GetDevicePluginOptions"},
         {"resource": MILLI, "rpc": "ListAndWatch"},
         {"resource": MILLI, "rpc": "Allocate",
@@ -137,6 +148,10 @@ def test_the_upstream_kubelet_client_drives_every_rpc(driver: Path, sockets: Pat
          "request": {"container_requests": [{"devices_ids": ids}]}},
         {"resource": MILLI, "rpc": "PreStartContainer",
          "request": {"devices_ids": ["GPU-fake-0001-m3"]}},
+        {"resource": MILLI, "rpc": "GetPreferredAllocation",  # the ids it must keep come first
+         "request": {"container_requests": [{
+             "available_deviceIDs": shares, "must_include_deviceIDs": [shares[2]],
+             "allocation_size": 2}]}},
         {"resource": WHOLE, "rpc": "GetDevicePluginOptions"},
         {"resource": WHOLE, "rpc": "ListAndWatch"},
         {"resource": WHOLE, "rpc": "GetPreferredAllocation",
@@ -161,14 +176,16 @@ def test_the_upstream_kubelet_client_drives_every_rpc(driver: Path, sockets: Pat
 
     results = report["results"]
     assert [r["code"] for r in results] == ["OK", "OK", "OK", "FailedPrecondition", "OK",
-                                            "OK", "OK", "OK", "OK"]
-    options, listed, allocated, refused, started = results[:5]
+                                            "OK", "OK", "OK", "OK", "OK"]
+    options, listed, allocated, refused, started, kept = results[:6]
     assert options["response"] == {"pre_start_required": True,
                                    "get_preferred_allocation_available": True}
     devices = listed["response"]["devices"]
-    assert len(devices) == 2000
+    assert len(devices) == 3000
     assert devices[0] == {"ID": "GPU-fake-0000-m0", "health": "Healthy"}
-    assert {d["health"] for d in devices} == {"Healthy"}
+    assert {d["health"] for d in devices[:2000]} == {"Healthy"}
+    assert devices[2000] == {"ID": "GPU-fake-0002-m0", "health": "Unhealthy"}
+    assert {d["health"] for d in devices[2000:]} == {"Unhealthy"}
 
     (container,) = allocated["response"]["container_responses"]
     pipe = str(sockets / "state" / "mps" / "gpu1" / "pipe")
@@ -180,16 +197,20 @@ def test_the_upstream_kubelet_client_drives_every_rpc(driver: Path, sockets: Pat
         "CUDA_MPS_PIPE_DIRECTORY": pipe,
         "CUDA_MPS_LOG_DIRECTORY": str(sockets / "state" / "mps" / "gpu1" / "log"),
     }
-    assert container["mounts"] == [{"container_path": pipe, "host_path": pipe}]
+    assert container["mounts"] == [{"container_path": pipe, "host_path": pipe}]  # read-write
+    assert container["annotations"] == {"cotenant.io/gpus": "1"}
     assert "devices" not in container  # MPS shares need no device nodes of ours
     assert "no pod on this node waits for 250" in refused["message"]
     assert started["response"] == {}
     assert backend.daemon_healthy(mps.config(1))  # PreStartContainer started GPU 1's daemon
+    # without must_include_deviceIDs the answer would be the first two available, m0 and m1
+    assert kept["response"] == {"container_responses": [{"deviceIDs": [shares[2], shares[0]]}]}
 
-    whole_options, whole_listed, preferred, whole = results[5:]
+    whole_options, whole_listed, preferred, whole = results[6:]
     assert whole_options["response"] == {"get_preferred_allocation_available": True}
-    assert [d["ID"] for d in whole_listed["response"]["devices"]] == ["GPU-fake-0000",
-                                                                     "GPU-fake-0001"]
+    assert whole_listed["response"]["devices"] == [
+        {"ID": "GPU-fake-0000", "health": "Healthy"}, {"ID": "GPU-fake-0001", "health": "Healthy"},
+        {"ID": "GPU-fake-0002", "health": "Unhealthy"}]
     assert preferred["response"] == {"container_responses": [{"deviceIDs": ["GPU-fake-0001"]}]}
     (container,) = whole["response"]["container_responses"]
     assert container["envs"]["NVIDIA_VISIBLE_DEVICES"] == "GPU-fake-0001"
