@@ -48,11 +48,11 @@ def classify(
     for event in reversed(xids):
         if event.gpu == gpu and now - event.time <= XID_WINDOW_S and event.pid in (None,
                                                                                    status.pid):
-            return FaultClass.XID, f"XID {event.xid} on GPU {gpu}: {status.message}".strip()
+            return FaultClass.XID, _detail(f"XID {event.xid} on GPU {gpu}", status.message)
     code = status.returncode
     text = status.message.lower()
     if mps_failed:
-        return FaultClass.MPS, f"MPS server of GPU {gpu} failed: {status.message}".strip()
+        return FaultClass.MPS, _detail(f"MPS server of GPU {gpu} failed", status.message)
     if code is not None and code < 0:
         return FaultClass.SIGNAL, f"killed by {signal_name(-code)}"
     if "out of memory" in text:
@@ -63,7 +63,12 @@ def classify(
         return FaultClass.CUDA, status.message
     if code == 0:
         return FaultClass.NONE, "exit 0"
-    return FaultClass.CRASH, f"exit {code}: {status.message}".strip()
+    return FaultClass.CRASH, _detail(f"exit {code}", status.message)
+
+
+def _detail(what: str, message: str) -> str:
+    """``what``, then the process's last stderr line where it left one."""
+    return f"{what}: {message}" if message else what
 
 
 def signal_name(signum: int) -> str:

@@ -152,7 +152,9 @@ def test_a_deleted_database_adopts_the_running_processes(tmp_path: Path) -> None
     agent.store.close()
     for suffix in ("", "-wal", "-shm"):
         Path(f"{agent.db}{suffix}").unlink(missing_ok=True)
+    agent.store = StateStore(":memory:")  # restart_agent closes this one, not the lost one
     agent.restart_agent()
+    assert agent.store.all() == []  # the new agent has nothing but the live processes
     agent.run(1.0)
     assert {n: agent.record(n).pid for n in ("web", "train")} == pids
     assert agent.record("train").spec.sm_share == OFFLINE["sm_share"]

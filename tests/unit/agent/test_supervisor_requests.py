@@ -1,0 +1,291 @@
+"""The supervisor's requests by value: what a stop, a share change, an eviction, a pause and
+an offline hold do to the record, the process and the event log (the operator's record of
+each step, with its time), including the requests it must refuse or leave alone."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from cotenant.agent.backends import FakeNode, ManualClock, ProcState
+from cotenant.agent.mig import MigManager
+from cotenant.agent.mps import MpsManager
+from cotenant.agent.spec import WorkloadSpec
+from cotenant.agent.state import StateStore, Status, StorageError
+from cotenant.agent.supervisor import Supervisor
+from cotenant.errors import InputError
+
+from .harness import OFFLINE, ONLINE, RECOVERY, Agent, make_agent
+
+DISK_FULL = sqlite3.OperationalError("database or disk is full")
+STUBBORN = {**OFFLINE, "argv": ["fake-workload", "--mem-mib", "8000", "--term-delay-s", "inf"]}
+"""An offline job that ignores SIGTERM: only the SIGKILL after the grace ends it."""
+
+
+def log(agent: Agent, name: str, *kinds: str) -> list[tuple[float, str, str | None, str]]:
+    """``name``'s events (of ``kinds``, where given) as (time, kind, fault, detail)."""
+    return [(e.time, e.kind, e.fault, e.detail) for e in agent.store.events(name)
+            if not kinds or e.kind in kinds]
+
+
+def running(tmp_path: Path, *specs: dict[str, object]) -> Agent:
+    agent = make_agent(tmp_path)
+    for spec in specs:
+        agent.submit(spec)
+    agent.run(1.0)
+    assert all(agent.status(str(s["name"])) is Status.RUNNING for s in specs)
+    return agent
+
+
+def pid_of(agent: Agent, name: str) -> int:
+    pid = agent.record(name).pid
+    assert pid is not None
+    return pid
+
+
+def disk_full(agent: Agent) -> None:
+    agent.store.points.arm("store.write", lambda: DISK_FULL, times=-1)
+
+
+# --- stop -------------------------------------------------------------------------------------
+
+def test_a_stop_is_logged_at_its_time_and_the_record_says_since_when(tmp_path: Path) -> None:
+    agent = running(tmp_path, OFFLINE)
+    now = agent.clock()
+    record = agent.sup.stop("train", now)
+    assert (record.status, record.since) == (Status.STOPPING, now)
+    assert log(agent, "train", "stop requested") == [(now, "stop requested", None, "")]
+    agent.run(1.0)
+    assert agent.status("train") is Status.STOPPED
+
+
+def test_a_waiting_workload_is_stopped_at_once_and_never_started(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.submit(OFFLINE)  # pending: not ticked yet
+    now = agent.clock()
+    record = agent.sup.stop("train", now)
+    assert (record.status, record.pid, record.since) == (Status.STOPPED, None, now)
+    agent.run(2.0)
+    assert agent.status("train") is Status.STOPPED
+    assert agent.node.launched() == []
+
+
+def test_a_stop_whose_intent_cannot_be_written_sends_nothing(tmp_path: Path) -> None:
+    """The intent reaches the disk before the SIGTERM, or the stop is refused (the API's
+    503) and nothing is done: a crash cannot leave a stopped job the state thinks runs."""
+    agent = running(tmp_path, OFFLINE)
+    pid = pid_of(agent, "train")
+    disk_full(agent)
+    with pytest.raises(StorageError):
+        agent.sup.stop("train", agent.clock())
+    assert agent.status("train") is Status.RUNNING
+    assert agent.node.poll(pid).state is ProcState.RUNNING
+    agent.store.points.disarm("store.write")
+    agent.run(1.0)
+    assert agent.record("train").pid == pid
+
+
+def test_stopping_a_paused_workload_resumes_it_at_the_stop(tmp_path: Path) -> None:
+    """A paused process cannot act on a SIGTERM: the stop resumes it, and says so."""
+    agent = running(tmp_path, OFFLINE)
+    start = agent.clock()
+    assert agent.sup.pause("train", start, start + 60.0)
+    agent.run(2.0)
+    now = agent.clock()
+    agent.sup.stop("train", now)
+    assert agent.sup.paused() == set()
+    assert log(agent, "train", "paused", "resumed") == [
+        (start, "paused", None, "for 60 s"), (now, "resumed", None, "to stop")]
+    agent.run(1.0)
+    assert agent.status("train") is Status.STOPPED
+
+
+def test_stopping_an_unknown_name_says_it_does_not_exist(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    with pytest.raises(InputError) as caught:
+        agent.sup.stop("nope", agent.clock())
+    assert caught.value.one_line() == "workload 'nope': does not exist"
+
+
+def test_stopping_a_quarantined_name_says_so_and_logs_its_removal(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.store.close()
+    with sqlite3.connect(agent.db) as conn:  # a row this version cannot read
+        conn.execute("INSERT INTO workloads (name, spec, status) VALUES (?, ?, ?)",
+                     ("odd", '{"name": "odd", "argv": "sh -c id"}', "completed"))
+    agent.restart_agent()
+    agent.run(0.5)
+    assert "odd" in agent.store.quarantined
+    now = agent.clock()
+    with pytest.raises(InputError) as caught:
+        agent.sup.stop("odd", now)
+    assert caught.value.one_line() == ("workload 'odd': was set aside as unreadable "
+                                       "(quarantined); its row is removed now")
+    assert log(agent, "odd", "quarantine cleared") == [
+        (now, "quarantine cleared", None, "stop requested")]
+
+
+def test_stopping_a_job_stops_every_rank_and_answers_with_the_first(tmp_path: Path) -> None:
+    clock = ManualClock(1000.0)
+    node = FakeNode.build("A100-40GB", 1, clock=clock, mig=True)
+    MigManager(node).apply(0, "3g.20gb,2g.10gb,1g.5gb,1g.5gb")
+    store = StateStore(tmp_path / "agent.db")
+    sup = Supervisor(node, store, MpsManager(node, tmp_path), recovery=RECOVERY,
+                     monotonic=clock)
+    sup.submit(WorkloadSpec.from_dict({
+        "name": "job", "argv": ["fake-workload"], "role": "offline", "gpu": 0,
+        "mig_instances": ["3g.20gb@4", "2g.10gb@0"]}), clock())
+    clock.advance(1.0)
+    sup.tick(clock())
+    record = sup.stop("job", clock())
+    assert (record.spec.name, record.status) == ("job.r0", Status.STOPPING)
+    assert {r.spec.name: r.status for r in store.all()} == {
+        "job.r0": Status.STOPPING, "job.r1": Status.STOPPING}
+
+
+# --- share changes and evictions ----------------------------------------------------------------
+
+def test_a_share_change_is_logged_with_the_old_and_new_share(tmp_path: Path) -> None:
+    agent = running(tmp_path, ONLINE, OFFLINE)
+    now = agent.clock()
+    agent.sup.restart_for_share("train", 30, now)
+    assert log(agent, "train", "share change") == [(now, "share change", None, "50->30")]
+    record = agent.record("train")
+    assert (record.status, record.since, record.share_pct) == (Status.RESTARTING, now, 30)
+    agent.run(1.0)
+    assert agent.record("train").applied_pct == 30
+
+
+def test_an_online_service_is_never_restarted_for_a_share(tmp_path: Path) -> None:
+    agent = running(tmp_path, ONLINE)
+    before = agent.record("web")
+    agent.sup.restart_for_share("web", 30, agent.clock())
+    agent.sup.evict("web", agent.clock())
+    agent.run(1.0)
+    assert agent.record("web") == before
+    assert agent.kinds("web") == ["submitted", "started"]
+
+
+def test_a_share_change_of_a_waiting_workload_only_records_the_share(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.submit(OFFLINE)
+    agent.sup.restart_for_share("train", 30, agent.clock())
+    agent.sup.evict("train", agent.clock())  # nothing runs: nothing to evict
+    assert agent.status("train") is Status.PENDING
+    assert agent.record("train").share_pct == 30
+    agent.run(0.5)
+    assert agent.record("train").applied_pct == 30
+    assert "share change" not in agent.kinds("train")
+
+
+def test_a_share_change_kills_a_client_that_ignores_sigterm_after_the_grace(
+        tmp_path: Path) -> None:
+    agent = running(tmp_path, STUBBORN)
+    first = pid_of(agent, "train")
+    agent.sup.restart_for_share("train", 30, agent.clock())
+    agent.run(9.0)
+    assert agent.node.poll(first).state is ProcState.RUNNING  # within the 10 s grace
+    agent.run(2.0)
+    assert agent.node.poll(first).returncode == -signal.SIGKILL
+    assert agent.status("train") is Status.RUNNING
+    assert agent.record("train").applied_pct == 30
+
+
+@pytest.mark.parametrize("why", ["share", "evict"])
+def test_a_restart_whose_intent_cannot_be_written_is_deferred(tmp_path: Path,
+                                                              why: str) -> None:
+    """No SIGTERM without the ``restarting`` intent on disk (after a crash it would read as
+    a stop from outside); the deferral is logged, and the process runs on."""
+    agent = running(tmp_path, OFFLINE)
+    pid = pid_of(agent, "train")
+    now = agent.clock()
+    disk_full(agent)
+    if why == "share":
+        agent.sup.restart_for_share("train", 30, now)
+    else:
+        agent.sup.evict("train", now)
+    record = agent.record("train")
+    assert (record.status, record.pid) == (Status.RUNNING, pid)
+    assert agent.node.poll(pid).state is ProcState.RUNNING
+    deferred = log(agent, "train", f"{why} deferred")
+    assert len(deferred) == 1
+    assert deferred[0][:3] == (now, f"{why} deferred", None)
+    assert "disk is full" in deferred[0][3]
+
+
+def test_an_eviction_restarts_the_job_after_the_hold_without_counting_it(
+        tmp_path: Path) -> None:
+    agent = running(tmp_path, OFFLINE)
+    first = pid_of(agent, "train")
+    now = agent.clock()
+    agent.sup.hold_offline(0, now + 5.0, now)
+    agent.sup.evict("train", now)
+    assert agent.status("train") is Status.RESTARTING
+    agent.run(3.0)
+    assert agent.status("train") is Status.PENDING
+    agent.run(3.0)
+    record = agent.record("train")
+    assert record.status is Status.RUNNING
+    assert record.pid != first
+    assert (record.restarts, record.failures) == (0, 0)
+
+
+# --- pauses and holds ---------------------------------------------------------------------------
+
+def test_only_a_running_offline_workload_can_be_paused(tmp_path: Path) -> None:
+    agent = running(tmp_path, ONLINE, STUBBORN)
+    now = agent.clock()
+    assert not agent.sup.pause("web", now, now + 10.0)
+    assert not agent.sup.pause("nope", now, now + 10.0)
+    agent.sup.stop("train", now)  # stopping: it has a process, but is not running
+    assert not agent.sup.pause("train", now, now + 10.0)
+    assert agent.sup.paused() == set()
+
+
+def test_a_hold_lasts_its_seconds_and_reads_back_in_wall_time(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.clock.step(500.0)  # the wall clock runs 500 s ahead of the monotonic one
+    agent.run(0.5)
+    now = agent.clock()
+    agent.sup.hold_offline(0, now + 60.0, now)
+    assert agent.sup.held_until(0) == now + 60.0
+    assert agent.sup.held_until(1) == -float("inf")
+    agent.sup.hold_offline(0, now + 10.0, now)  # a shorter hold keeps the longer one
+    assert agent.sup.held_until(0) == now + 60.0
+    agent.submit(OFFLINE)
+    agent.submit({**OFFLINE, "name": "other", "gpu": 1})
+    agent.run(59.0)
+    assert agent.status("train") is Status.PENDING
+    assert agent.status("other") is Status.RUNNING
+    agent.run(1.5)
+    assert agent.status("train") is Status.RUNNING
+
+
+def test_a_hold_without_a_time_is_measured_from_the_last_tick(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.clock.step(500.0)
+    agent.run(0.5)
+    now = agent.clock()
+    agent.sup.hold_offline(0, now + 30.0)
+    assert agent.sup.held_until(0) == now + 30.0
+
+
+def test_a_hold_is_measured_from_the_time_it_is_given_after_a_wall_step(
+        tmp_path: Path) -> None:
+    """The wall clock steps forward after the last tick: a hold of 20 s from the new wall
+    time lasts 20 s, not 20 s plus the step."""
+    agent = make_agent(tmp_path)
+    agent.submit(OFFLINE)
+    agent.run(0.5)
+    agent.sup.stop("train", agent.clock())
+    agent.run(1.0)
+    now = agent.clock.step(100.0)
+    agent.sup.hold_offline(0, now + 20.0, now)
+    agent.submit({**OFFLINE, "name": "next"})
+    agent.run(19.0)
+    assert agent.status("next") is Status.PENDING
+    agent.run(2.0)
+    assert agent.status("next") is Status.RUNNING
