@@ -235,3 +235,19 @@ def test_a_wall_clock_step_back_keeps_an_open_downtime_as_long() -> None:
     busy = gpu_with(GpuProcess(7, 8000, 55.0))
     done, _ = meter.observe([busy], {"train"}, (), 57.0)
     assert [(d.kind, d.seconds) for d in done] == [(SHARE_CHANGE, 17.0)]
+
+
+def test_a_hold_on_another_gpu_leaves_a_start_measured(tmp_path: Path) -> None:
+    clock = ManualClock(1000.0)
+    fake = FakeNode.build("A100-40GB", 2, clock)
+    service = AgentService(fake, tmp_path, POLICY, clock=clock, executor=INLINE)
+    node = Node(service, fake, clock)
+    try:
+        service.submit(OFFLINE)
+        service.tick()
+        node.run(2)
+        service.supervisor.hold_offline(1, clock() + 60.0)  # the other GPU
+        node.run(12)
+        assert node.measured() == ["start: 12.0 s"]
+    finally:
+        service.close()

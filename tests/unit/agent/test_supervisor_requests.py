@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from cotenant.agent.backends import FakeNode, ManualClock, ProcState
+from cotenant.agent.downtime import START
 from cotenant.agent.mig import MigManager
 from cotenant.agent.mps import MpsManager
 from cotenant.agent.spec import WorkloadSpec
@@ -18,7 +19,7 @@ from cotenant.agent.state import StateStore, Status, StorageError
 from cotenant.agent.supervisor import Supervisor
 from cotenant.errors import InputError
 
-from .harness import OFFLINE, ONLINE, RECOVERY, Agent, make_agent
+from .harness import OFFLINE, ONLINE, RECOVERY, Agent, WallClock, make_agent, make_supervisor
 
 DISK_FULL = sqlite3.OperationalError("database or disk is full")
 STUBBORN = {**OFFLINE, "argv": ["fake-workload", "--mem-mib", "8000", "--term-delay-s", "inf"]}
@@ -103,6 +104,20 @@ def test_stopping_a_paused_workload_resumes_it_at_the_stop(tmp_path: Path) -> No
     assert agent.status("train") is Status.STOPPED
 
 
+def test_a_share_change_cut_short_by_a_stop_is_no_downtime_sample(tmp_path: Path) -> None:
+    """The supervisor tells the downtime meter that a job stopped during a share change is
+    down for good: submitted again, its next start is measured as a start."""
+    agent = running(tmp_path, OFFLINE)
+    agent.sup.restart_for_share("train", 30, agent.clock())
+    agent.sup.stop("train", agent.clock())
+    agent.run(1.0)
+    assert agent.status("train") is Status.STOPPED
+    agent.submit(OFFLINE)
+    agent.run(1.0)
+    done, _ = agent.sup.downtime.observe(agent.node.gpus(), {"train"}, (), agent.clock())
+    assert [d.kind for d in done] == [START]
+
+
 def test_stopping_an_unknown_name_says_it_does_not_exist(tmp_path: Path) -> None:
     agent = make_agent(tmp_path)
     with pytest.raises(InputError) as caught:
@@ -150,6 +165,7 @@ def test_stopping_a_job_stops_every_rank_and_answers_with_the_first(tmp_path: Pa
 
 def test_a_share_change_is_logged_with_the_old_and_new_share(tmp_path: Path) -> None:
     agent = running(tmp_path, ONLINE, OFFLINE)
+    first = pid_of(agent, "train")
     now = agent.clock()
     agent.sup.restart_for_share("train", 30, now)
     assert log(agent, "train", "share change") == [(now, "share change", None, "50->30")]
@@ -157,6 +173,9 @@ def test_a_share_change_is_logged_with_the_old_and_new_share(tmp_path: Path) -> 
     assert (record.status, record.since, record.share_pct) == (Status.RESTARTING, now, 30)
     agent.run(1.0)
     assert agent.record("train").applied_pct == 30
+    assert log(agent, "train", "started") == [
+        (1000.0, "started", None, f"pid {first} share 50"),
+        (now, "started", None, f"pid {pid_of(agent, 'train')} share 30")]
 
 
 def test_an_online_service_is_never_restarted_for_a_share(tmp_path: Path) -> None:
@@ -289,3 +308,60 @@ def test_a_hold_is_measured_from_the_time_it_is_given_after_a_wall_step(
     assert agent.status("next") is Status.PENDING
     agent.run(2.0)
     assert agent.status("next") is Status.RUNNING
+
+
+# --- starts -------------------------------------------------------------------------------------
+
+def test_a_program_that_cannot_start_fails_with_the_reason(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.submit({**OFFLINE, "argv": ["fake-workload", "--bogus"]})
+    now = agent.clock()
+    agent.run(1.0)
+    why = "fake-workload argv: flag '--bogus' has no value"
+    record = agent.record("train")
+    assert (record.status, record.pid, record.since, record.last_exit) == (
+        Status.FAILED, None, now, why)
+    assert log(agent, "train", "start failed") == [(now, "start failed", None, why)]
+    assert agent.node.launched() == []
+    assert agent.store.errors == 0  # every step reached the disk
+
+
+def test_a_start_the_node_refuses_for_now_is_retried_after_its_delay(tmp_path: Path) -> None:
+    """A MIG instance being remade: the start waits MIG_WAIT_S (10 s), then goes ahead."""
+    clock = WallClock(1000.0)
+    node = FakeNode.build("A100-40GB", 1, clock, mig=True)
+    MigManager(node).apply(0, "3g.20gb,2g.10gb,1g.5gb,1g.5gb")
+    store = StateStore(tmp_path / "agent.db", monotonic=clock.monotonic)
+    agent = Agent(node, clock, store, make_supervisor(node, store, tmp_path),
+                  tmp_path / "agent.db")
+    agent.submit({"name": "train", "argv": ["fake-workload"], "role": "offline", "gpu": 0,
+                  "mig_instance": "3g.20gb@4"})
+    three = next(d for d in node.mig_devices(0) if str(d.placement) == "3g.20gb@4")
+    node.destroy_instance(0, three.placement)
+    now = clock()
+    agent.run(0.5)
+    record = agent.record("train")
+    assert (record.status, record.pid, record.next_start) == (Status.PENDING, None, now + 10.0)
+    [(when, _, _, why)] = log(agent, "train", "start deferred")
+    assert when == now
+    assert "3g.20gb@4" in why
+    node.create_instance(0, "3g.20gb", 4)
+    agent.run(9.0)
+    assert agent.status("train") is Status.PENDING
+    agent.run(1.0)
+    assert agent.status("train") is Status.RUNNING
+    assert log(agent, "train", "started") == [
+        (now + 10.0, "started", None, f"pid {pid_of(agent, 'train')} MIG 3g.20gb@4")]
+    assert agent.store.errors == 0
+
+
+def test_a_record_without_a_share_starts_with_its_specs(tmp_path: Path) -> None:
+    """A state row with no share recorded (an older version's) starts the client with the
+    spec's ``sm_share``."""
+    agent = make_agent(tmp_path)
+    agent.submit(OFFLINE)
+    agent.store.update(agent.record("train"), share_pct=None)
+    agent.run(0.5)
+    env = agent.node.env_of(pid_of(agent, "train"))
+    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == str(OFFLINE["sm_share"])
+    assert agent.record("train").applied_pct == OFFLINE["sm_share"]
