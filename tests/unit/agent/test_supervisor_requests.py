@@ -89,19 +89,24 @@ def test_a_stop_whose_intent_cannot_be_written_sends_nothing(tmp_path: Path) -> 
     assert agent.record("train").pid == pid
 
 
-def test_stopping_a_paused_workload_resumes_it_at_the_stop(tmp_path: Path) -> None:
-    """A paused process cannot act on a SIGTERM: the stop resumes it, and says so."""
+@pytest.mark.parametrize("why", ["stop", "share"])
+def test_stopping_a_paused_workload_resumes_it_at_the_stop(tmp_path: Path, why: str) -> None:
+    """A paused process cannot act on a SIGTERM: a stop (or a share change's restart)
+    resumes it, and says so."""
     agent = running(tmp_path, OFFLINE)
     start = agent.clock()
     assert agent.sup.pause("train", start, start + 60.0)
     agent.run(2.0)
     now = agent.clock()
-    agent.sup.stop("train", now)
+    if why == "stop":
+        agent.sup.stop("train", now)
+    else:
+        agent.sup.restart_for_share("train", 30, now)
     assert agent.sup.paused() == set()
     assert log(agent, "train", "paused", "resumed") == [
         (start, "paused", None, "for 60 s"), (now, "resumed", None, "to stop")]
     agent.run(1.0)
-    assert agent.status("train") is Status.STOPPED
+    assert agent.status("train") is (Status.STOPPED if why == "stop" else Status.RUNNING)
 
 
 def test_a_share_change_cut_short_by_a_stop_is_no_downtime_sample(tmp_path: Path) -> None:
@@ -334,25 +339,28 @@ def test_a_start_the_node_refuses_for_now_is_retried_after_its_delay(tmp_path: P
     store = StateStore(tmp_path / "agent.db", monotonic=clock.monotonic)
     agent = Agent(node, clock, store, make_supervisor(node, store, tmp_path),
                   tmp_path / "agent.db")
-    agent.submit({"name": "train", "argv": ["fake-workload"], "role": "offline", "gpu": 0,
-                  "mig_instance": "3g.20gb@4"})
+    agent.submit({"name": "train", "argv": ["fake-workload", "--util-pct", "60"],
+                  "role": "offline", "gpu": 0, "mig_instance": "3g.20gb@4"})
     three = next(d for d in node.mig_devices(0) if str(d.placement) == "3g.20gb@4")
     node.destroy_instance(0, three.placement)
     now = clock()
-    agent.run(0.5)
+    agent.sup.tick(now)
     record = agent.record("train")
     assert (record.status, record.pid, record.next_start) == (Status.PENDING, None, now + 10.0)
     [(when, _, _, why)] = log(agent, "train", "start deferred")
     assert when == now
     assert "3g.20gb@4" in why
     node.create_instance(0, "3g.20gb", 4)
+    clock.step(3600.0)  # a wall step forward ends no wait early (monotonic clock)
     agent.run(9.0)
     assert agent.status("train") is Status.PENDING
     agent.run(1.0)
     assert agent.status("train") is Status.RUNNING
     assert log(agent, "train", "started") == [
-        (now + 10.0, "started", None, f"pid {pid_of(agent, 'train')} MIG 3g.20gb@4")]
+        (now + 3610.0, "started", None, f"pid {pid_of(agent, 'train')} MIG 3g.20gb@4")]
     assert agent.store.errors == 0
+    # the downtime meter measures MPS clients' starts only: a MIG job's is not one
+    assert agent.sup.downtime.observe(node.gpus(), {"train"}, (), clock()) == ([], [])
 
 
 def test_a_record_without_a_share_starts_with_its_specs(tmp_path: Path) -> None:
