@@ -193,6 +193,46 @@ NOT_COUNTED: dict[str, str] = {
     "cotenant.policies.placement.fgd.xǁFgdPolicyǁscore__mutmut_19":
         "equivalent: -2 for -1 on the GPUs a pod does not fit: sigmoid scores are 0-100, and "
         "a feasible node has a GPU it fits, so the node's best GPU and score are the same",
+    **{f"cotenant.agent.supervisor.xǁSupervisorǁstop__mutmut_{n}":
+       "equivalent: a record holds a pid exactly while its status has a process (each "
+       "transition sets or clears both), so `and` and `or` of the two agree" for n in (40, 65)},
+    **{f"cotenant.agent.supervisor.xǁSupervisorǁ_exited__mutmut_{n}":
+       "equivalent: an int return code that is non-zero and at most 0 (or below 1) is "
+       "negative" for n in (29, 30)},
+    "cotenant.agent.supervisor.xǁSupervisorǁ_exited__mutmut_31":
+        "equivalent: the signal number is read only for a SIGNAL exit, which always has a "
+        "negative return code, so the fallback (0 or 1) is never used",
+    **dict.fromkeys((
+        "cotenant.agent.supervisor.xǁSupervisorǁ_exited__mutmut_12",
+        "cotenant.agent.supervisor.xǁSupervisorǁ_reap__mutmut_19"),
+        "equivalent: a record's `since` is a wall time or the state's default 0, never "
+        "negative, so below -1 and below -2 are both never"),
+    "cotenant.agent.supervisor.xǁSupervisorǁ_exited__mutmut_58":
+        "equivalent: a SIGKILL deadline left after an exit is never read: every way back to "
+        "stopping or restarting sets a new one first (`_signal_stop`)",
+    **{f"cotenant.agent.supervisor.xǁSupervisorǁ_start__mutmut_{n}":
+       "equivalent: the launch id's length (any random hex string tells the start apart)"
+       for n in (7, 8)},
+    **{f"cotenant.agent.supervisor.xǁSupervisorǁ_start__mutmut_{n}":
+       "equivalent: the spec's JSON in the environment with or without spaces reads back "
+       "the same" for n in (16, 18)},
+    **dict.fromkeys((
+        *(f"cotenant.agent.supervisor.xǁSupervisorǁ_start__mutmut_{n}"
+          for n in (47, 50, 52, 70, 75, 76)),
+        *(f"cotenant.agent.supervisor.xǁSupervisorǁ_restart__mutmut_{n}" for n in (14, 20, 25)),
+        *(f"cotenant.agent.supervisor.xǁSupervisorǁ_recover_start__mutmut_{n}"
+          for n in (24, 28, 29))),
+        "equivalent: the launch id of a waiting or failed record is never read (recovery "
+        "matches only a starting record's, or one with a process, against the live "
+        "processes), and the next start sets a new one; None is even stored as '' (the "
+        "column's NOT NULL default under INSERT OR REPLACE)"),
+    "cotenant.agent.supervisor.xǁSupervisorǁ_recover_process__mutmut_43":
+        "equivalent: the time of a resume at recovery's SIGTERM: no stopping or restarting "
+        "workload is paused then (pauses live in memory, only running ones are paused, and a "
+        "stop or restart resumes its own)",
+    "cotenant.agent.faults.x_recovery_fault__mutmut_1":
+        "equivalent: the default signal number, 0 or 1 (SIGHUP), is neither SIGINT nor "
+        "SIGTERM, and only a SIGNAL exit reads it",
 }
 """Mutants left out of the score, with the reason: a name ending in its number is one
 mutant, any other a prefix (every mutant of a function)."""

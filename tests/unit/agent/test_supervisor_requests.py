@@ -373,3 +373,15 @@ def test_a_record_without_a_share_starts_with_its_specs(tmp_path: Path) -> None:
     env = agent.node.env_of(pid_of(agent, "train"))
     assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == str(OFFLINE["sm_share"])
     assert agent.record("train").applied_pct == OFFLINE["sm_share"]
+
+
+def test_a_start_gets_the_extra_environment_asked_for_its_spec(tmp_path: Path) -> None:
+    """``start_env`` (the priority runtime's hook) adds to each start's environment, per
+    spec."""
+    agent = make_agent(tmp_path)
+    agent.sup.start_env = lambda spec: {"COTENANT_TEST_ROLE": f"{spec.name}:{spec.role.value}"}
+    agent.submit(OFFLINE)
+    agent.submit(ONLINE)
+    agent.run(0.5)
+    assert agent.node.env_of(pid_of(agent, "train"))["COTENANT_TEST_ROLE"] == "train:offline"
+    assert agent.node.env_of(pid_of(agent, "web"))["COTENANT_TEST_ROLE"] == "web:online"
