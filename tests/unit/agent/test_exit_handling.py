@@ -139,10 +139,12 @@ def test_only_an_xid_quarantines_the_gpu_however_short_the_quarantine(tmp_path: 
     agent.node.send_signal(pid_of(agent, "train"), signal.SIGKILL)  # a crash: no quarantine
     agent.run(3.0)
     assert log(agent, "node", "gpu quarantined") == []
-    agent.node.inject_xid(0, 43, pid_of(agent, "train"))
+    pid = pid_of(agent, "train")
+    agent.node.inject_xid(0, 43, pid)
     xid = agent.clock()
     agent.run(0.5)
-    assert log(agent, "node", "gpu quarantined") == [
+    assert log(agent, "node", "xid", "gpu quarantined") == [
+        (xid, "xid", "xid", f"XID 43 on GPU 0 pid {pid}"),
         (xid, "gpu quarantined", None, "GPU 0: no offline work for 1 s")]
 
 
@@ -222,3 +224,23 @@ def test_clients_that_outlive_a_hung_daemon_are_killed_and_not_blamed(
     assert agent.record("late").pid == late
     assert log(agent, "crasher", "exit")[0][2] == "cuda"
     assert agent.record("crasher").failures == 1
+
+
+def test_a_backoff_keeps_its_wait_across_a_wall_step_back_and_an_agent_restart(
+        tmp_path: Path) -> None:
+    """The wall clock steps back 100 s during a 30 s backoff: the state's backoff moves back
+    with it, so an agent that starts later still waits out what was left."""
+    agent = make_agent(tmp_path)
+    agent.sup.recovery = replace(agent.sup.recovery, backoff_base_s=30.0)
+    agent.submit(OFFLINE)
+    agent.run(1.0)
+    agent.node.send_signal(pid_of(agent, "train"), signal.SIGKILL)
+    agent.run(10.0)
+    assert agent.status("train") is Status.BACKOFF
+    agent.clock.step(-100.0)
+    agent.run(0.5)
+    agent.restart_agent()
+    agent.run(18.0)
+    assert agent.status("train") is Status.BACKOFF
+    agent.run(2.0)
+    assert agent.status("train") is Status.RUNNING

@@ -204,3 +204,16 @@ def test_a_process_of_an_unknown_workload_with_an_unreadable_spec_is_an_orphan(
     assert log(agent, "node", "orphan") == [(now, "orphan", None, f"pid {pid}: {why}")]
     assert agent.store.get("ghost") is None
     assert agent.node.poll(pid).state is ProcState.RUNNING  # left alone, reported
+
+
+def test_a_copy_is_given_its_whole_grace(tmp_path: Path) -> None:
+    """A copy whose checkpoint takes 10.2 s, a little over the 10 s grace: the SIGKILL is
+    due only after the grace, and it exits by the SIGTERM first."""
+    agent = make_agent(tmp_path)
+    agent.submit(OFFLINE)
+    agent.run(1.0)
+    env = {"COTENANT_LAUNCH": "stray", "COTENANT_WORKLOAD": "train"}
+    stray = agent.node.spawn(["fake-workload", "--term-delay-s", "10.2"], env, 0)
+    agent.restart_agent()
+    agent.run(11.0)
+    assert agent.node.poll(stray).returncode == -signal.SIGTERM

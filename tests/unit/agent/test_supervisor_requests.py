@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cotenant.agent.backends import FakeNode, ManualClock, ProcState
+from cotenant.agent.backends import BackendFeature, FakeNode, ManualClock, ProcState
 from cotenant.agent.downtime import START
 from cotenant.agent.mig import MigManager
 from cotenant.agent.mps import MpsManager
@@ -385,3 +385,58 @@ def test_a_start_gets_the_extra_environment_asked_for_its_spec(tmp_path: Path) -
     agent.run(0.5)
     assert agent.node.env_of(pid_of(agent, "train"))["COTENANT_TEST_ROLE"] == "train:offline"
     assert agent.node.env_of(pid_of(agent, "web"))["COTENANT_TEST_ROLE"] == "web:online"
+
+
+class NoMpsNode(FakeNode):
+    """A node whose backend offers no MPS (plain processes on whole GPUs)."""
+
+    def features(self) -> frozenset[BackendFeature]:
+        return super().features() - {BackendFeature.MPS, BackendFeature.MPS_MEM_LIMIT}
+
+
+def test_without_mps_a_start_sees_its_gpu_alone_by_nvml_index(tmp_path: Path) -> None:
+    clock = WallClock(1000.0)
+    node = NoMpsNode.build("A100-40GB", 2, clock)
+    store = StateStore(tmp_path / "agent.db", monotonic=clock.monotonic)
+    agent = Agent(node, clock, store, make_supervisor(node, store, tmp_path),
+                  tmp_path / "agent.db")
+    agent.submit({**OFFLINE, "gpu": 1})
+    agent.run(0.5)
+    env = node.env_of(pid_of(agent, "train"))
+    assert (env["CUDA_DEVICE_ORDER"], env["CUDA_VISIBLE_DEVICES"]) == ("PCI_BUS_ID", "1")
+    assert not [k for k in env if k.startswith("CUDA_MPS_")]
+
+
+def test_a_pause_ends_at_its_time_and_says_so(tmp_path: Path) -> None:
+    agent = running(tmp_path, OFFLINE)
+    start = agent.clock()
+    assert agent.sup.pause("train", start, start + 5.0)
+    assert agent.sup.paused() == {"train"}
+    agent.run(5.0)
+    assert agent.sup.paused() == set()
+    assert log(agent, "train", "resumed") == [(start + 5.0, "resumed", None, "pause over")]
+
+
+def test_the_sigkill_never_cuts_a_stops_grace_short(tmp_path: Path) -> None:
+    """A job whose checkpoint takes 10.2 s, a little over the 10 s grace, with ticks every
+    0.5 s: the SIGKILL is due only after the grace, and it exits by the SIGTERM first."""
+    agent = running(tmp_path, {**OFFLINE, "argv": ["fake-workload", "--term-delay-s", "10.2"]})
+    agent.sup.stop("train", agent.clock())
+    agent.run(11.0)
+    assert agent.record("train").last_exit == "requested: killed by SIGTERM"
+
+
+def test_a_restart_a_previous_agent_made_is_no_start_sample(tmp_path: Path) -> None:
+    """Evicted (held 60 s), then the agent restarts before the job is back: the new agent
+    did not see why it was down, so its next start is not measured."""
+    agent = running(tmp_path, OFFLINE)
+    now = agent.clock()
+    agent.sup.hold_offline(0, now + 60.0, now)
+    agent.sup.evict("train", now)
+    agent.run(1.0)
+    assert agent.status("train") is Status.PENDING
+    agent.restart_agent()  # the hold lived in memory: it starts at once
+    agent.run(1.0)
+    assert agent.status("train") is Status.RUNNING
+    assert agent.sup.downtime.observe(agent.node.gpus(), {"train"}, (), agent.clock()) == (
+        [], [])
