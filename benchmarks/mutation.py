@@ -193,9 +193,15 @@ NOT_COUNTED: dict[str, str] = {
     "cotenant.policies.placement.fgd.xǁFgdPolicyǁscore__mutmut_19":
         "equivalent: -2 for -1 on the GPUs a pod does not fit: sigmoid scores are 0-100, and "
         "a feasible node has a GPU it fits, so the node's best GPU and score are the same",
-    **{f"cotenant.agent.supervisor.xǁSupervisorǁstop__mutmut_{n}":
-       "equivalent: a record holds a pid exactly while its status has a process (each "
-       "transition sets or clears both), so `and` and `or` of the two agree" for n in (40, 65)},
+    **dict.fromkeys((
+        "cotenant.agent.supervisor.xǁSupervisorǁstop__mutmut_40",
+        "cotenant.agent.supervisor.xǁSupervisorǁstop__mutmut_65",
+        "cotenant.agent.supervisor.xǁSupervisorǁ_recover__mutmut_25"),
+        "equivalent: a record holds a pid exactly while its status has a process (each "
+        "transition sets or clears both), so `and` and `or` of the two agree"),
+    "cotenant.agent.supervisor.xǁSupervisorǁtick__mutmut_1":
+        "equivalent: a tick at the same wall time as the last is a step back of 0 s, which "
+        "moves no backoff (each waiting record is written back unchanged)",
     **{f"cotenant.agent.supervisor.xǁSupervisorǁ_exited__mutmut_{n}":
        "equivalent: an int return code that is non-zero and at most 0 (or below 1) is "
        "negative" for n in (29, 30)},

@@ -15,7 +15,7 @@ from cotenant.agent.backends import ProcState
 from cotenant.agent.faultpoints import AgentCrash
 from cotenant.agent.state import StateStore, Status
 
-from .harness import OFFLINE, Agent, make_agent
+from .harness import OFFLINE, ONLINE, Agent, make_agent
 
 STUBBORN = {**OFFLINE, "argv": ["fake-workload", "--mem-mib", "8000", "--term-delay-s", "inf"]}
 
@@ -69,16 +69,26 @@ def test_a_start_written_but_not_made_is_made_at_once(tmp_path: Path) -> None:
 
 
 def test_a_start_made_but_not_recorded_is_adopted_from_its_launch_id(tmp_path: Path) -> None:
+    """... and every other workload is reconciled too (here one stopped before it in name
+    order, and one running after it)."""
     agent = make_agent(tmp_path)
+    agent.submit({**OFFLINE, "name": "idle", "gpu": 1})
+    agent.sup.stop("idle", agent.clock())
+    agent.submit(ONLINE)
+    agent.run(0.5)
     agent.submit(OFFLINE)
     crash_at(agent, "start.spawned")
     [pid] = live(agent, "train")
+    web = pid_of(agent, "web")
     agent.restart_agent()
     now = agent.clock()
     agent.sup.tick(now)
     record = agent.record("train")
     assert (record.status, record.pid, record.since) == (Status.RUNNING, pid, now)
     assert log(agent, "train", "adopted") == [(now, "adopted", None, f"pid {pid} (was starting)")]
+    assert log(agent, "web", "adopted") == [(now, "adopted", None, f"pid {web}")]
+    assert live(agent, "web") == [web]
+    assert agent.sup.orphans == {}
 
 
 def test_a_running_process_is_adopted_and_its_exit_while_away_is_lost(tmp_path: Path) -> None:
