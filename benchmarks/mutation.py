@@ -199,6 +199,9 @@ NOT_COUNTED: dict[str, str] = {
         "cotenant.agent.supervisor.xǁSupervisorǁ_recover__mutmut_25"),
         "equivalent: a record holds a pid exactly while its status has a process (each "
         "transition sets or clears both), so `and` and `or` of the two agree"),
+    "cotenant.agent.supervisor.xǁSupervisorǁ_read_xids__mutmut_4":
+        "equivalent: the XID feature flag set to None instead of False (only its truth is "
+        "read: XID reading stays off)",
     "cotenant.agent.supervisor.xǁSupervisorǁtick__mutmut_1":
         "equivalent: a tick at the same wall time as the last is a step back of 0 s, which "
         "moves no backoff (each waiting record is written back unchanged)",

@@ -15,6 +15,7 @@ from cotenant.agent.backends import ProcessStatus, ProcState, XidEvent
 from cotenant.agent.backends.base import DaemonConfig
 from cotenant.agent.faults import FaultClass, asked_for, classify
 from cotenant.agent.state import Status
+from cotenant.errors import TemporaryError
 
 from .harness import OFFLINE, ONLINE, Agent, make_agent
 
@@ -243,4 +244,77 @@ def test_a_backoff_keeps_its_wait_across_a_wall_step_back_and_an_agent_restart(
     agent.run(18.0)
     assert agent.status("train") is Status.BACKOFF
     agent.run(2.0)
+    assert agent.status("train") is Status.RUNNING
+
+
+# --- node-level readings: XID events and MPS daemons ---------------------------------------------
+
+def test_a_failed_xid_reading_is_logged_and_the_next_one_still_made(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.submit(OFFLINE)
+    agent.run(1.0)
+    agent.node.inject_nvml_error("xid_events", times=1)
+    failed = agent.clock()
+    agent.run(0.5)
+    [(when, kind, fault, detail)] = log(agent, "node", "nvml error")
+    assert (when, kind, fault) == (failed, "nvml error", None)
+    assert "xid_events" in detail
+    pid = pid_of(agent, "train")
+    agent.node.inject_xid(0, 43, pid)
+    agent.run(0.5)
+    assert log(agent, "train", "exit")[0][2] == "xid"
+
+
+def test_a_permanent_xid_error_stops_the_readings_for_good(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path)
+    agent.run(0.5)
+    agent.node.inject_nvml_error("xid_events", times=3, permanent=True)
+    off = agent.clock()
+    agent.run(2.0)
+    [(when, _, _, detail)] = log(agent, "node", "nvml error")
+    assert when == off
+    assert detail.startswith("XID events off: ")
+
+
+def test_each_gpus_mps_daemon_is_checked_and_restarted(tmp_path: Path) -> None:
+    """Daemons on GPUs 0 and 1: the one on GPU 1 dies and is restarted, its failure logged;
+    a GPU whose only workload has stopped is not watched."""
+    agent = make_agent(tmp_path, gpus=3)
+    agent.submit(OFFLINE)
+    agent.submit({**OFFLINE, "name": "other", "gpu": 1})
+    agent.submit({**OFFLINE, "name": "done", "gpu": 2})
+    agent.run(1.0)
+    agent.sup.stop("done", agent.clock())
+    agent.run(1.0)
+    agent.node.kill_daemon(2)  # no client left there: nothing to watch
+    agent.node.kill_daemon(1)
+    died = agent.clock()
+    agent.run(0.5)
+    assert log(agent, "node", "mps failure", "mps restarted") == [
+        (died, "mps failure", "mps", "GPU 1"), (died, "mps restarted", None, "GPU 1")]
+    agent.run(1.0)
+    assert agent.status("other") is Status.RUNNING
+
+
+def test_a_daemon_that_cannot_be_restarted_is_logged_and_tried_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = make_agent(tmp_path)
+    agent.submit(OFFLINE)
+    agent.run(1.0)
+    start = agent.node.start_daemon
+    refusals = {"left": 1}
+
+    def start_daemon(config: DaemonConfig) -> None:
+        if refusals["left"]:
+            refusals["left"] -= 1
+            raise TemporaryError("nvidia-cuda-mps-control: cannot start (test)")
+        start(config)
+
+    monkeypatch.setattr(agent.node, "start_daemon", start_daemon)
+    agent.node.kill_daemon(0)
+    died = agent.clock()
+    agent.run(0.5)
+    assert log(agent, "node", "mps error") == [
+        (died, "mps error", None, "nvidia-cuda-mps-control: cannot start (test)")]
+    agent.run(3.0)
     assert agent.status("train") is Status.RUNNING
