@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cotenant.agent import supervisor
 from cotenant.agent.backends import BackendFeature, FakeNode, ManualClock, ProcState
 from cotenant.agent.downtime import START
 from cotenant.agent.mig import MigManager
@@ -440,3 +441,38 @@ def test_a_restart_a_previous_agent_made_is_no_start_sample(tmp_path: Path) -> N
     assert agent.status("train") is Status.RUNNING
     assert agent.sup.downtime.observe(agent.node.gpus(), {"train"}, (), agent.clock()) == (
         [], [])
+
+
+# --- submits ------------------------------------------------------------------------------------
+
+def test_a_submit_is_checked_against_the_node_with_a_one_line_reason(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path, gpus=2)
+    with pytest.raises(InputError) as caught:
+        agent.submit({**ONLINE, "gpu": 2})
+    assert caught.value.one_line() == "workload 'web'.gpu: no GPU 2; this node has 0-1"
+    with pytest.raises(InputError) as caught:
+        agent.submit({**OFFLINE, "gpu": 1, "mem_limit_mib": 40961})
+    assert caught.value.one_line() == (
+        "workload 'train'.mem_limit_mib: 40961 MiB is more than GPU 1 has (40960 MiB), so it "
+        "would limit nothing (hint: give at most 40960)")
+    agent.submit({**OFFLINE, "gpu": 1, "mem_limit_mib": 40960})  # the whole GPU: accepted
+    assert agent.store.get("train") is not None
+    assert [r.spec.name for r in agent.store.all()] == ["train"]
+
+
+def test_an_agent_takes_at_most_max_active_workloads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(supervisor, "MAX_ACTIVE", 2)
+    agent = make_agent(tmp_path)
+    agent.submit({**OFFLINE, "name": "t0"})
+    agent.submit({**OFFLINE, "name": "t1"})
+    with pytest.raises(InputError) as caught:
+        agent.submit({**OFFLINE, "name": "t2"})
+    assert caught.value.one_line() == ("workload 't2': this agent already runs 2 workloads, "
+                                       "its limit (hint: stop some first)")
+    with pytest.raises(InputError, match="already exists"):  # not refused for the limit
+        agent.submit({**OFFLINE, "name": "t1"})
+    agent.sup.stop("t0", agent.clock())
+    agent.submit({**OFFLINE, "name": "t0"})  # a finished one submitted again takes its place
+    assert agent.status("t0") is Status.PENDING
+    assert agent.store.get("t2") is None
