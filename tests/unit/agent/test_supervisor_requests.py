@@ -285,8 +285,9 @@ def test_a_hold_lasts_its_seconds_and_reads_back_in_wall_time(tmp_path: Path) ->
     agent.run(59.0)
     assert agent.status("train") is Status.PENDING
     assert agent.status("other") is Status.RUNNING
-    agent.run(1.5)
+    agent.run(1.0)  # no start *before* the hold's end: at it, one may
     assert agent.status("train") is Status.RUNNING
+    assert agent.record("train").since == now + 60.0
 
 
 def test_a_hold_without_a_time_is_measured_from_the_last_tick(tmp_path: Path) -> None:
