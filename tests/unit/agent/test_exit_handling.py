@@ -318,3 +318,27 @@ def test_a_daemon_that_cannot_be_restarted_is_logged_and_tried_again(
         (died, "mps error", None, "nvidia-cuda-mps-control: cannot start (test)")]
     agent.run(3.0)
     assert agent.status("train") is Status.RUNNING
+
+
+def test_once_a_daemons_old_clients_are_gone_a_wall_step_back_blames_no_new_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a hung daemon's clients were killed and restarted, the wall clock steps back
+    past the failure: a client started then is not taken for one that outlived it."""
+    agent = make_agent(tmp_path)
+    agent.submit({**OFFLINE, "name": "idle", "gpu": 1})
+    agent.submit(ONLINE)
+    agent.run(1.0)
+    agent.sup.stop("idle", agent.clock())  # a record from before the failure, no process
+    agent.run(1.0)
+    agent.submit({**OFFLINE, "name": "late"})
+    hang_daemon_once(agent, monkeypatch)
+    agent.run(2.0)  # web killed and back; late started in the failure's tick
+    assert log(agent, "web", "exit")[0][2] == "mps"
+    agent.clock.step(-100.0)
+    agent.submit({**OFFLINE, "name": "new", "gpu": 0, "sm_share": 20})
+    agent.run(0.5)
+    new = pid_of(agent, "new")
+    agent.run(2.0)
+    assert agent.record("new").pid == new
+    assert agent.node.poll(new).state is ProcState.RUNNING
+    assert log(agent, "new", "exit") == []

@@ -156,9 +156,10 @@ def test_stopping_a_job_stops_every_rank_and_answers_with_the_first(tmp_path: Pa
     store = StateStore(tmp_path / "agent.db")
     sup = Supervisor(node, store, MpsManager(node, tmp_path), recovery=RECOVERY,
                      monotonic=clock)
-    sup.submit(WorkloadSpec.from_dict({
+    first = sup.submit(WorkloadSpec.from_dict({
         "name": "job", "argv": ["fake-workload"], "role": "offline", "gpu": 0,
         "mig_instances": ["3g.20gb@4", "2g.10gb@0"]}), clock())
+    assert first.spec.name == "job.r0"
     clock.advance(1.0)
     sup.tick(clock())
     record = sup.stop("job", clock())
@@ -477,3 +478,22 @@ def test_an_agent_takes_at_most_max_active_workloads(
     agent.submit({**OFFLINE, "name": "t0"})  # a finished one submitted again takes its place
     assert agent.status("t0") is Status.PENDING
     assert agent.store.get("t2") is None
+
+
+def test_a_job_counts_each_rank_against_the_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(supervisor, "MAX_ACTIVE", 2)
+    clock = ManualClock(1000.0)
+    node = FakeNode.build("A100-40GB", 1, clock=clock, mig=True)
+    MigManager(node).apply(0, "3g.20gb,2g.10gb,1g.5gb,1g.5gb")
+    store = StateStore(tmp_path / "agent.db")
+    sup = Supervisor(node, store, MpsManager(node, tmp_path), recovery=RECOVERY,
+                     monotonic=clock)
+    sup.submit(WorkloadSpec.from_dict({"name": "one", "argv": ["fake-workload"],
+                                       "role": "offline", "gpu": 0,
+                                       "mig_instance": "1g.5gb@2"}), clock())
+    job = {"name": "job", "argv": ["fake-workload"], "role": "offline", "gpu": 0,
+           "mig_instances": ["3g.20gb@4", "2g.10gb@0"]}
+    with pytest.raises(InputError, match="its limit"):  # two ranks, one place left
+        sup.submit(WorkloadSpec.from_dict(job), clock())
+    assert [r.spec.name for r in store.all()] == ["one"]
