@@ -199,6 +199,10 @@ NOT_COUNTED: dict[str, str] = {
         "cotenant.agent.supervisor.xǁSupervisorǁ_recover__mutmut_25"),
         "equivalent: a record holds a pid exactly while its status has a process (each "
         "transition sets or clears both), so `and` and `or` of the two agree"),
+    "cotenant.agent.supervisor.xǁSupervisorǁ__init____mutmut_13":
+        "equivalent: not yet recovered as None instead of False (only its truth is read)",
+    "cotenant.agent.supervisor.xǁSupervisorǁ__init____mutmut_19":
+        "equivalent: float('-INF') is float('-inf') (the name ignores case)",
     "cotenant.agent.supervisor.xǁSupervisorǁ_read_xids__mutmut_4":
         "equivalent: the XID feature flag set to None instead of False (only its truth is "
         "read: XID reading stays off)",

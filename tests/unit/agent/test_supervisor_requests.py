@@ -300,6 +300,19 @@ def test_a_hold_without_a_time_is_measured_from_the_last_tick(tmp_path: Path) ->
     assert agent.sup.held_until(0) == now + 30.0
 
 
+def test_a_hold_given_before_the_first_tick_lasts_its_seconds(tmp_path: Path) -> None:
+    """The guard decides before the supervisor's first tick: a hold without a time then is
+    measured from now."""
+    agent = make_agent(tmp_path)
+    now = agent.clock()
+    agent.sup.hold_offline(0, now + 30.0)
+    agent.submit(OFFLINE)
+    agent.run(29.5)
+    assert agent.status("train") is Status.PENDING
+    agent.run(0.5)
+    assert agent.status("train") is Status.RUNNING
+
+
 def test_a_hold_is_measured_from_the_time_it_is_given_after_a_wall_step(
         tmp_path: Path) -> None:
     """The wall clock steps forward after the last tick: a hold of 20 s from the new wall
