@@ -44,6 +44,13 @@ def test_each_exit_has_its_class_and_detail() -> None:
     assert classify(exited(0), 0, 5.0) == (FaultClass.NONE, "exit 0")
     assert classify(exited(3, "boom"), 0, 5.0) == (FaultClass.CRASH, "exit 3: boom")
     assert classify(exited(-11), 0, 5.0) == (FaultClass.SIGNAL, "killed by SIGSEGV")
+    assert classify(exited(-9), 1, 5.0, mps_failed=True) == (
+        FaultClass.MPS, "MPS server of GPU 1 failed")
+    assert classify(exited(1, "RuntimeError: boom"), 1, 5.0, mps_failed=True) == (
+        FaultClass.MPS, "MPS server of GPU 1 failed: RuntimeError: boom")
+    xid = [XidEvent(1, 79, 4.0, None)]  # for no pid in particular
+    assert classify(exited(1, "CUDA error: unspecified launch failure"), 1, 5.0, xid) == (
+        FaultClass.XID, "XID 79 on GPU 1: CUDA error: unspecified launch failure")
 
 
 def test_an_xid_counts_up_to_exactly_its_window_before_the_exit() -> None:
