@@ -80,6 +80,7 @@ def test_a_start_made_but_not_recorded_is_adopted_from_its_launch_id(tmp_path: P
     crash_at(agent, "start.spawned")
     [pid] = live(agent, "train")
     web = pid_of(agent, "web")
+    agent.clock.advance(5.0)  # the agent is down a while
     agent.restart_agent()
     now = agent.clock()
     agent.sup.tick(now)

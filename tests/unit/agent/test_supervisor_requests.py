@@ -336,7 +336,7 @@ def test_a_hold_is_measured_from_the_time_it_is_given_after_a_wall_step(
 def test_a_program_that_cannot_start_fails_with_the_reason(tmp_path: Path) -> None:
     agent = make_agent(tmp_path)
     agent.submit({**OFFLINE, "argv": ["fake-workload", "--bogus"]})
-    now = agent.clock()
+    now = agent.clock.advance(2.0)
     agent.run(1.0)
     why = "fake-workload argv: flag '--bogus' has no value"
     record = agent.record("train")
