@@ -37,6 +37,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
+NOT_TESTED = ("not checked", "skipped", "check was interrupted by user")
+"""mutmut statuses of mutants that were never run against their tests: left out of the score
+(the "not tested" column); every other status but killed and timeout counts as a survivor."""
 
 
 @dataclass(frozen=True)
@@ -310,12 +313,14 @@ def summarise(part: Part, found: dict[str, str], seconds: float) -> dict[str, ob
     for status in counted.values():
         tally[status] = tally.get(status, 0) + 1
     killed = tally.get("killed", 0) + tally.get("timeout", 0)
-    judged = killed + tally.get("survived", 0) + tally.get("no tests", 0)
+    # every mutant that was tested counts: a suspicious or segfaulting one is not a kill
+    judged = sum(n for status, n in tally.items() if status not in NOT_TESTED)
     return {
         "part": part.name, "mutate": list(part.mutate), "tests": list(part.tests),
         "mutants": len(found), "not_counted": len(found) - len(counted), "statuses": tally,
         "score_percent": round(100.0 * killed / judged, 1) if judged else None,
-        "survivors": sorted(n for n, s in counted.items() if s in ("survived", "no tests")),
+        "survivors": sorted(n for n, s in counted.items()
+                            if s not in NOT_TESTED and s not in ("killed", "timeout")),
         "seconds": round(seconds, 1), "machine": platform.node(),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
@@ -390,9 +395,11 @@ def report() -> None:
         s = json.loads(path.read_text())
         st = s["statuses"]
         killed = st.get("killed", 0) + st.get("timeout", 0)
-        untested = st.get("not checked", 0)
+        untested = sum(st.get(status, 0) for status in NOT_TESTED)
+        survived = sum(n for status, n in st.items() if status not in NOT_TESTED
+                       and status not in ("killed", "timeout", "no tests"))
         print(f"| {part.name} | {files} | {s['mutants']} | {s['not_counted']} | {killed} | "
-              f"{st.get('survived', 0)} | {st.get('no tests', 0)} | {untested} | "
+              f"{survived} | {st.get('no tests', 0)} | {untested} | "
               f"**{s['score_percent']}%** |")
 
 

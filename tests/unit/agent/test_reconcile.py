@@ -228,3 +228,27 @@ def test_a_copy_is_given_its_whole_grace(tmp_path: Path) -> None:
     agent.restart_agent()
     agent.run(11.0)
     assert agent.node.poll(stray).returncode == -signal.SIGTERM
+
+
+def test_a_live_copy_of_a_stopped_workload_is_stopped_and_the_workload_stays_stopped(
+        tmp_path: Path) -> None:
+    """A workload the user stopped, and a process of it still alive when the agent
+    starts (a copy its launch id does not match): the copy is stopped, never adopted, so
+    a stopped workload does not come back to life by an agent restart."""
+    agent = make_agent(tmp_path)
+    agent.submit(OFFLINE)
+    agent.run(1.0)
+    agent.sup.stop("train", agent.clock())
+    agent.run(1.0)
+    assert agent.status("train") is Status.STOPPED
+    env = {"COTENANT_LAUNCH": "stray", "COTENANT_WORKLOAD": "train"}
+    stray = agent.node.spawn(["fake-workload"], env, 0)
+    agent.restart_agent()
+    now = agent.clock()
+    agent.sup.tick(now)
+    assert agent.sup.orphans == {stray: "copy of 'train' stopped"}
+    assert log(agent, "train", "duplicate stopped") == [
+        (now, "duplicate stopped", None, f"pid {stray} (stopped, pid None)")]
+    agent.run(1.0)
+    assert agent.status("train") is Status.STOPPED
+    assert agent.node.poll(stray).returncode == -signal.SIGTERM
