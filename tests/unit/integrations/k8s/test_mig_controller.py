@@ -490,3 +490,51 @@ def test_the_fakes_temporary_pod_is_ready_only_where_its_instance_exists() -> No
     fake.refuse.add("svc")
     with pytest.raises(PermanentError, match="refused"):
         fake.create_temporary(TempReplica("t3", "svc", "n", "1g.5gb", 1.0))
+
+
+def kill_on(rollout: Rollout, fake: FakeMigNodes, act: Act, node: str) -> Action | None:
+    """Roll out, killing the temporary pod once ``act`` on ``node`` is carried out."""
+    (temp,) = rollout.temporaries.values()
+
+    def kill(_: float, action: Action) -> None:
+        if action.act is act and action.node == node and temp.name in fake.pods:
+            fake.pods[temp.name].dead = True
+
+    assert isinstance(fake.clock, ManualClock)
+    return run_rollout(rollout, fake, fake.clock, fake.clock.advance, DEFAULT, kill).outcome
+
+
+def test_a_temporary_pod_dying_after_admission_stops_before_the_drain() -> None:
+    rollout, _ = example()
+    (temp,) = rollout.temporaries.values()
+    fake = checked(rollout, ManualClock())
+    outcome = kill_on(rollout, fake, Act.ADMIT, temp.node)
+    assert outcome is not None
+    assert outcome.act is Act.STOP
+    assert "not Ready within 120 s; gpu-b was not drained" in outcome.reason
+    assert "drain gpu-b" not in fake.events
+    assert fake.rotation["gpu-b"]
+
+
+def test_a_temporary_pod_dying_after_the_drain_puts_the_node_back_unchanged() -> None:
+    rollout, _ = example()
+    fake = checked(rollout, ManualClock())
+    outcome = kill_on(rollout, fake, Act.DRAIN, "gpu-b")
+    assert outcome is not None
+    assert outcome.act is Act.STOP
+    assert outcome.reason.startswith("gpu-b was put back in rotation unchanged: image-tagger "
+                                     "would have 0.0 req/s in rotation")
+    assert fake.events[-2:] == ["drain gpu-b", "restore gpu-b"]  # never relabelled
+    assert "gpu-b" not in labelled(fake)
+    assert fake.rotation["gpu-b"]
+
+
+def test_a_temporary_pod_dying_while_the_node_applies_stops_and_says_so() -> None:
+    rollout, _ = example()
+    fake = checked(rollout, ManualClock())
+    outcome = kill_on(rollout, fake, Act.LABEL, "gpu-b")
+    assert outcome is not None
+    assert outcome.act is Act.STOP
+    assert outcome.node == "gpu-b"
+    assert "while it applies, image-tagger would have 0.0 req/s" in outcome.reason
+    assert "restore gpu-b" not in fake.events

@@ -12,7 +12,10 @@ The changes run in the rollout's order, one at a time. For each:
    counting what earlier changes took out and put back and the temporary pods seen Ready and
    in rotation; otherwise the rollout stops and names the service;
 3. its ``nvidia.com/mig.config`` label is written and ``nvidia.com/mig.config.state`` waited
-   for; ``success`` puts the node's new replicas in rotation (``restore``);
+   for; ``success`` puts the node's new replicas in rotation (``restore``). The slack is
+   checked again before the label: if a temporary pod the drain relied on is no longer Ready,
+   the node is put back in rotation unchanged and the rollout stops; if one is lost while
+   the node applies, the rollout stops and says so;
 4. the temporary replicas it no longer needs are taken out and deleted.
 
 Each change is checked against the labels first, so a rerun after a stop or a crash resumes:
@@ -42,6 +45,7 @@ class Phase(StrEnum):
     DRAINED = "drained"  # the node's replicas are out of rotation
     LABELLED = "labelled"  # its label is written; waiting for the MIG manager
     RELEASING = "releasing"  # applied: its temporary replicas no longer needed go
+    HALTED = "halted"  # put back in rotation unchanged after a loss: the rollout stops
 
 
 class Act(StrEnum):
@@ -104,6 +108,8 @@ class Cursor:
     phase: Phase = Phase.IDLE
     since: float | None = None
     """When the current wait began (a label written, a pod created)."""
+    why: str = ""
+    """Why the rollout stops (:attr:`Phase.HALTED`)."""
 
 
 @dataclass(frozen=True)
@@ -227,6 +233,21 @@ def _start(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
     return Action(Act.DRAIN, change.node), replace(cursor, phase=Phase.DRAINED)
 
 
+def _label(rollout: Rollout, cursor: Cursor, seen: Seen, now: float) -> tuple[Action, Cursor]:
+    """Label the drained node, unless what its drain relied on is gone since (a temporary pod
+    no longer Ready): then put it back in rotation, unchanged, and stop."""
+    change = rollout.changes[cursor.stage]
+    lost = lacks_slack(rollout, cursor, seen)
+    if lost is not None:
+        why = (f"{change.node} was put back in rotation unchanged: {lost} (a temporary replica "
+               "is no longer Ready)")
+        return (Action(Act.RESTORE, change.node, reason="a replica it relied on is gone"),
+                replace(cursor, phase=Phase.HALTED, why=why))
+    why = "" if change.final else "an intermediate layout: room for temporary replicas"
+    return (Action(Act.LABEL, change.node, change.config, why),
+            replace(cursor, phase=Phase.LABELLED, since=now))
+
+
 def _applying(change: NodeChange, cursor: Cursor, seen: Seen, now: float,
               limits: Limits) -> tuple[Action, Cursor]:
     """Wait for the MIG manager's answer to the change's label."""
@@ -277,11 +298,16 @@ def step(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
         elif cursor.phase is Phase.STARTING:
             return _start(rollout, cursor, seen, now, limits)
         elif cursor.phase is Phase.DRAINED:
-            why = "" if change.final else "an intermediate layout: room for temporary replicas"
-            return (Action(Act.LABEL, change.node, change.config, why),
-                    replace(cursor, phase=Phase.LABELLED, since=now))
+            return _label(rollout, cursor, seen, now)
         elif cursor.phase is Phase.LABELLED:
+            lost = lacks_slack(rollout, cursor, seen)
+            if lost is not None:
+                return Action(Act.STOP, change.node, change.config, (
+                    f"while it applies, {lost} (a temporary replica is no longer Ready); it "
+                    "stays out of rotation until a rerun after success")), cursor
             return _applying(change, cursor, seen, now, limits)
+        elif cursor.phase is Phase.HALTED:
+            return Action(Act.STOP, change.node, reason=cursor.why), cursor
         else:
             action = _release(rollout, cursor, seen)
             if action is not None:
