@@ -20,6 +20,7 @@ from cotenant.policies.partition.reconfig import plan_steps
 from cotenant.policies.partition.reconfig.stages import (
     NodeStage,
     NodeStages,
+    _differs,
     check_stages,
     node_stages,
 )
@@ -84,30 +85,33 @@ def test_one_node_with_nothing_beside_it_is_blocked_by_the_service_it_holds() ->
     pb = problem([300, 90])
     current = (gpu("4g.20gb@0,3g.20gb@4", ["a", "b"]), EMPTY)
     plan = (gpu("4g.20gb@0,1g.5gb@4,1g.5gb@5", ["a", "b", "b"]),)
-    stages = node_stages(pb, current, plan_steps(pb, current, plan), 2)  # both on one node
+    change = plan_steps(pb, current, plan)
+    stages = node_stages(pb, current, change, 2)  # both on one node
     assert stages.blocked == 0
     assert stages.why == "a would have 0.0 req/s in rotation, below its floor of 300.0"
     with pytest.raises(InfeasibleError, match=r"stage 1: draining node 0: a would have 0\.0"):
-        check_stages(pb, current, stages, 2)
+        check_stages(pb, current, stages, change.target, 2)
 
 
 def test_the_checker_fails_a_drain_under_a_temporary_replica_or_one_left_behind() -> None:
     pb = problem([300, 90])
     current = (gpu("4g.20gb@0,3g.20gb@4", ["a", "b"]), EMPTY)
     plan = (gpu("4g.20gb@0,1g.5gb@4,1g.5gb@5", ["a", "b", "b"]),)
-    good = node_stages(pb, current, plan_steps(pb, current, plan), 1)
+    change = plan_steps(pb, current, plan)
+    good = node_stages(pb, current, change, 1)
     first, lend, move, back = good.stages
     kept = NodeStages((first, lend, NodeStage(move.node, move.before, move.after,
                                               move.temporaries)), good.floor)
     with pytest.raises(InfeasibleError, match="temporary replicas left at the end"):
-        check_stages(pb, current, kept, 1)
+        check_stages(pb, current, kept, change.target, 1)
     early = NodeStages((first, lend, NodeStage(back.node, back.before, back.after,
                                                move.temporaries), move, back), good.floor)
     with pytest.raises(InfeasibleError, match="stage 3: node 1 changes under a temporary"):
-        check_stages(pb, current, early, 1)
+        check_stages(pb, current, early, change.target, 1)
 
 
 COMPLETED: list[bool] = []
+MUTANTS: list[bool] = []
 
 
 @settings(max_examples=30, deadline=None, derandomize=True)
@@ -130,7 +134,17 @@ def test_random_replans_keep_every_floor_node_by_node(before: list[float], after
     stages = node_stages(pb, current, change, per_node)
     COMPLETED.append(stages.blocked is None)
     if stages.blocked is None:
-        check_stages(pb, current, stages, per_node)  # also run inside; stated here
+        check_stages(pb, current, stages, change.target, per_node)  # also run inside
+        # a mutant that leaves the odd nodes as they are must fail where one of them changes
+        odd = NodeStages(tuple(s for s in stages.stages if s.node % 2 == 0), stages.floor)
+        count = -(-max(len(current), len(change.target)) // per_node)
+        today = current + (EMPTY,) * (count * per_node - len(current))
+        goal = change.target + (EMPTY,) * (count * per_node - len(change.target))
+        if any(_differs(today[g:g + per_node], goal[g:g + per_node])
+               for g in range(per_node, count * per_node, 2 * per_node)):
+            with pytest.raises(InfeasibleError):
+                check_stages(pb, current, odd, change.target, per_node)
+            MUTANTS.append(True)
     else:
         assert stages.why
 
@@ -141,3 +155,4 @@ def test_random_replans_mostly_complete_node_by_node() -> None:
         test_random_replans_keep_every_floor_node_by_node()
     assert len(COMPLETED) >= 15
     assert sum(COMPLETED) >= len(COMPLETED) // 2, COMPLETED
+    assert len(MUTANTS) >= 5, MUTANTS  # the end-state check was exercised

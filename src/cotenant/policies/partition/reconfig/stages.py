@@ -20,7 +20,8 @@ and, if it had one today, a replica) checked for the whole node:
    with an intermediate layout goes back to its final one once it holds no temporary replica.
 
 Where no borrow helps, the nodes left are listed in order and ``blocked`` says which service
-blocks the first. :func:`check_stages` replays the stages and is run on every result.
+blocks the first. :func:`check_stages` replays the stages, and checks that every node ends at
+its target; it is run on every result that is not blocked.
 """
 
 from __future__ import annotations
@@ -184,7 +185,7 @@ def node_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...],
         stages.append(_move(state, n, final[n], True))
     result = NodeStages(tuple(stages), tuple(float(x) for x in state.floor), blocked, why)
     if blocked is None:
-        check_stages(problem, current, result, per_node)
+        check_stages(problem, current, result, change.target, per_node)
     return result
 
 
@@ -309,13 +310,16 @@ def _make_room(state: _Pool, node: int,
 
 
 def check_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...], stages: NodeStages,
-                 per_node: int) -> None:
+                 target: tuple[GpuPlan, ...], per_node: int) -> None:
     """Replay ``stages``: every drain keeps the invariants with the temporary replicas then
     serving, no node is changed while a temporary replica serves on it, and every node ends
-    at its last stage's layout; :class:`InfeasibleError` at the first that does not."""
+    at a final stage with ``target``'s layouts and replicas (as mig-parted sees a layout:
+    profile counts per GPU); :class:`InfeasibleError` at the first that does not."""
     empty = GpuPlan(MigLayout(), ())
-    count = 1 + max((s.node for s in stages.stages), default=-1)
+    pool = max(len(current), len(target))
+    count = max(-(-pool // per_node), 1 + max((s.node for s in stages.stages), default=-1))
     today = list(current) + [empty] * (count * per_node - len(current))
+    goal = list(target) + [empty] * (count * per_node - len(target))
     state = _Pool(problem, [_node_gpus(today, n, per_node) for n in range(count)], per_node,
                   floor_of(problem, current), replicas_today(problem, current))
     for k, stage in enumerate(stages.stages, 1):
@@ -347,3 +351,6 @@ def check_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...], stages
     last = {stage.node: stage for stage in stages.stages}
     if not all(stage.final for stage in last.values()):
         raise InfeasibleError("a node ends at an intermediate layout")
+    for n in range(count):
+        if _differs(state.nodes[n], _node_gpus(goal, n, per_node)):
+            raise InfeasibleError(f"node {n} does not end at its target layout and replicas")
