@@ -116,10 +116,15 @@ def mig(
                                         help="seconds between state reads")] = 5.0,
     time_limit: Annotated[float, typer.Option(min=0.01, callback=finite,
                                               help="seconds for the planner")] = 10.0,
+    partial: Annotated[bool, typer.Option(
+        "--partial", help="where no safe node order reaches every node, go as far as it "
+                          "safely can (may leave intermediate layouts and temporary pods) "
+                          "instead of refusing")] = False,
 ) -> None:
     """Apply a ServingPlan's MIG layouts through NVIDIA's MIG manager, node by node, in the
     planner's order, with temporary replicas where a node's services lack slack, never
-    draining a node whose services lack it (exit 1 if it stops)."""
+    draining a node whose services lack it (exit 1 if it stops, or if no safe node order
+    reaches every node and --partial is not given)."""
     from cotenant.integrations.k8s.mig.controller import Settings  # noqa: PLC0415
     from cotenant.integrations.k8s.mig.run import MigJob, run_mig  # noqa: PLC0415
 
@@ -127,7 +132,7 @@ def mig(
     if not names:
         raise InputError("--nodes", "names no node", hint="--nodes gpu-node-0,gpu-node-1")
     job = MigJob(spec, names, gpus_per_node, current, mig_parted, profiles, kubeconfig,
-                 dry_run, Settings(timeout, poll, ready_timeout), time_limit=time_limit)
+                 dry_run, Settings(timeout, poll, ready_timeout, partial), time_limit=time_limit)
     report = run_mig(job, lambda t, action: typer.echo(f"{t:8.1f} s  {action}"),
                      typer.echo)
     if mig_parted is not None:

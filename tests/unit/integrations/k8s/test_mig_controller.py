@@ -168,16 +168,18 @@ def test_the_bundled_example_completes_with_every_floor_kept_at_every_step() -> 
     assert set(rollout.configs["mig-configs"]) == {c.config for c in rollout.changes}
 
 
-def test_a_plan_with_no_safe_order_stops_naming_the_blocking_service() -> None:
+@pytest.mark.parametrize("partial", [False, True])
+def test_a_plan_with_no_safe_order_stops_naming_the_blocking_service(partial: bool) -> None:
     rollout, _ = example(["big"], 4)  # one node: it cannot drain, and nothing can lend room
     assert rollout.blocked is not None
     clock = ManualClock()
     fake = checked(rollout, clock)
-    report = roll(rollout, fake, clock)
+    report = roll(rollout, fake, clock, Settings(300, 5, 120, partial))
     assert report.outcome is not None
     assert report.outcome.act is Act.STOP
     assert re.search(r"^big cannot be drained: \S+ would have 0\.0 req/s in rotation, below its "
-                     r"floor of [0-9.]+; the planner found no safe order", report.outcome.reason)
+                     r"floor of [0-9.]+; no safe node order was found", report.outcome.reason)
+    assert ("nothing was changed" in report.outcome.reason) is not partial
     assert report.outcome.reason.startswith(rollout.blocked.replace(": ", " cannot be drained: ",
                                                                     1))
     assert fake.events == []  # nothing drained, nothing relabelled
@@ -441,8 +443,10 @@ def test_random_rollouts_keep_every_floor_at_every_write(before: list[float],
                                                          after: list[float], spare: int,
                                                          per_node: int) -> None:
     """Random replans through the planner, the node stages and the controller, against the
-    fake that checks the floors after each write: they complete where the stages do, and
-    stop naming the blocked node where they do not, leaving no temporary pod behind."""
+    fake that checks the floors after each write: they complete where the stages do, leaving
+    no temporary pod behind; where the stages are blocked the rollout is refused before any
+    write, and with ``partial`` it goes as far as it safely can and stops naming the blocked
+    node (temporary pods and intermediate layouts may stay: that is what partial means)."""
     old = PARTITION.get("greedy")(problem(before), 1.0)
     new = PARTITION.get("greedy")(problem(after), 1.0)
     pb = problem(after)
@@ -463,6 +467,10 @@ def test_random_rollouts_keep_every_floor_at_every_write(before: list[float],
         assert fake.pods == {}
     else:
         node, why = rollout.blocked.split(": ", 1)
+        assert report.outcome.reason.startswith(f"{node} cannot be drained: {why}")
+        assert fake.events == []  # refused: nothing touched
+        report = roll(rollout, fake, clock, Settings(300, 5, 120, partial=True))
+        assert report.outcome is not None
         assert report.outcome.reason.startswith(f"{node} cannot be drained: {why}")
 
 

@@ -72,6 +72,9 @@ class Settings:
     """Seconds between reads of a node's state while it applies."""
     ready_s: float = 300.0
     """Seconds a temporary pod may take to become Ready (image pull included)."""
+    partial: bool = False
+    """Whether a rollout with no safe node order for every node goes as far as it safely can
+    (it may leave intermediate layouts and temporary pods behind) rather than being refused."""
 
 
 @dataclass
@@ -128,9 +131,18 @@ def run_rollout(rollout: Rollout, api: MigApi, clock: Callable[[], float],
                 sleep: Callable[[float], object], settings: Settings = Settings(),
                 on_action: Callable[[float, Action], None] | None = None) -> RolloutReport:
     """Carry out ``rollout`` change by change; stops at the first failure, timeout or node
-    that lacks slack, and says why in the report's ``outcome``. Started again on the same
-    rollout, it resumes from what the cluster's labels and temporary pods show."""
+    that lacks slack, and says why in the report's ``outcome``. A rollout with no safe node
+    order is refused before anything is changed, unless ``settings.partial``. Started again
+    on the same rollout, it resumes from what the cluster's labels and temporary pods show."""
     report = RolloutReport()
+    if rollout.blocked is not None and not settings.partial:
+        node, why = rollout.blocked.split(": ", 1)
+        report.outcome = Action(Act.STOP, reason=(
+            f"{node} cannot be drained: {why}; no safe node order was found, so nothing was "
+            "changed (--partial goes as far as it safely can)"))
+        if on_action is not None:
+            on_action(clock(), report.outcome)
+        return report
     cursor = Cursor()
     nodes = tuple(dict.fromkeys(c.node for c in rollout.changes))
     limits = Limits(settings.timeout_s, settings.ready_s)

@@ -181,7 +181,7 @@ def describe(rollout: Rollout) -> list[str]:
             line += "; then removes " + ", ".join(f"{t.service} on {t.node}" for t in c.release)
         lines.append(line)
     if rollout.blocked is not None:
-        lines.append(f"      no safe order found from {rollout.blocked}")
+        lines.append(f"      no safe node order was found from {rollout.blocked}")
     return lines
 
 

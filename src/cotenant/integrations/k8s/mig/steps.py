@@ -219,7 +219,7 @@ def _start(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
     if change.drains:
         why = lacks_slack(rollout, cursor, seen, change.node)
         if why is not None:
-            tail = "; the planner found no safe order from here" if rollout.blocked else ""
+            tail = "; no safe node order was found from here" if rollout.blocked else ""
             return Action(Act.STOP, reason=f"{change.node} cannot be drained: {why}{tail}"), cursor
         stale = sorted(n for n, t in seen.temps.items() if t.node == change.node)
         if stale:  # a temporary pod the new layout would kill (left by another run)
