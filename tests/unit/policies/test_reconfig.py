@@ -97,7 +97,7 @@ def test_checker_fails_a_step_list_that_drops_a_service() -> None:
         Step(StepKind.CREATE, 0, three),
         Step(StepKind.START, 0, three, "a"),
     )
-    with pytest.raises(InfeasibleError, match=r"step 1 .* drops a to 0\.0 req/s"):
+    with pytest.raises(InfeasibleError, match=r"step 1 .*: a would have 0\.0 req/s in rotation"):
         check_steps(pb, current, dropping, (target_gpu, GpuPlan(MigLayout(), ())))
 
 
@@ -211,7 +211,7 @@ def test_a_tightened_slo_keeps_the_only_replica_until_its_replacement_serves() -
     assert first_new < stopped < started
     # the checker refuses an order that stops a's only replica first
     one = current[0].layout.placements[0]
-    with pytest.raises(InfeasibleError, match="leaves a with no replica in rotation"):
+    with pytest.raises(InfeasibleError, match="a would have no replica in rotation"):
         check_steps(pb, current, (Step(StepKind.MOVE_TRAFFIC, 0, one, "a"),), current)
 
 
@@ -219,3 +219,14 @@ def test_the_search_bound_is_stated_when_it_stops_the_search() -> None:
     pb, current, plan = three_busy_sevens()
     with pytest.raises(InfeasibleError, match=r"within the search bound \(3 states"):
         search_steps(pb, current, plan, SearchBound(states=3))
+
+
+def test_one_shortfall_rule_names_the_first_service_that_breaks_an_invariant() -> None:
+    from cotenant.policies.partition.reconfig import shortfall  # noqa: PLC0415
+
+    assert shortfall(("a", "b"), (300.0, 50.0), (1, 1), (300.0, 50.0), (1, 1)) is None
+    assert shortfall(("a", "b"), (299.0, 50.0), (1, 0), (300.0, 50.0), (1, 1)) == (
+        "a would have 299.0 req/s in rotation, below its floor of 300.0")
+    assert shortfall(("a", "b"), (300.0, 0.0), (1, 0), (300.0, 0.0), (1, 1)) == (
+        "b would have no replica in rotation")
+    assert shortfall(("a", "b"), (300.0, 0.0), (1, 0), (300.0, 0.0), (1, 0)) is None

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from cotenant.integrations.k8s.mig.rollout import NodeChange, Rollout, TempReplica
-from cotenant.policies.partition.problem import unmet
+from cotenant.policies.partition.reconfig import shortfall
 
 CONFIG_LABEL = "nvidia.com/mig.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
@@ -150,13 +150,7 @@ def lacks_slack(rollout: Rollout, cursor: Cursor, seen: Seen, node: str | None =
         if service in index:
             rate[index[service]] += r
             count[index[service]] += 1
-    for s, name in enumerate(rollout.services):
-        if unmet(rate[s], rollout.floor[s]):
-            return (f"{name} would have {rate[s]:.1f} req/s in rotation, below its floor of "
-                    f"{rollout.floor[s]:.1f}")
-        if rollout.replicas[s] > 0 and count[s] <= 0:
-            return f"{name} would have no replica in rotation"
-    return None
+    return shortfall(rollout.services, rate, count, rollout.floor, rollout.replicas)
 
 
 def _applied(labels: dict[str, str], config: str) -> bool:

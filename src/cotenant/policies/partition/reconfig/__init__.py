@@ -29,6 +29,7 @@ from cotenant.policies.partition.reconfig.steps import (
     check_steps,
     floor_of,
     replicas_today,
+    shortfall,
 )
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "plan_steps",
     "replicas_today",
     "search_steps",
+    "shortfall",
 ]
 
 

@@ -41,6 +41,7 @@ from cotenant.policies.partition.reconfig.steps import (
     StepKind,
     floor_of,
     replicas_today,
+    shortfall,
 )
 
 LAYOUT_STEPS = (StepKind.CREATE, StepKind.DESTROY, StepKind.REPARTITION)
@@ -129,13 +130,7 @@ class _Pool:
               skip: tuple[Temporary, ...] = ()) -> str | None:
         """Why taking ``skip_node`` and ``skip`` out of rotation breaks an invariant."""
         rate, count = self.serving(skip_node, skip)
-        for s, name in enumerate(self.problem.services):
-            if unmet(float(rate[s]), float(self.floor[s])):
-                return (f"{name} would have {rate[s]:.1f} req/s in rotation, below its floor "
-                        f"of {self.floor[s]:.1f}")
-            if self.today[s] > 0 and count[s] <= 0:
-                return f"{name} would have no replica in rotation"
-        return None
+        return shortfall(self.problem.services, rate, count, self.floor, self.today)
 
 
 def _node_gpus(gpus: list[GpuPlan], node: int, per_node: int) -> tuple[GpuPlan, ...]:

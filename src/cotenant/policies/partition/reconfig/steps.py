@@ -15,6 +15,7 @@ replaying the steps, after every step:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -149,20 +150,33 @@ def replicas_today(problem: PartitionProblem, current: tuple[GpuPlan, ...]) -> I
     return np.where(problem.demand > 0, State(problem, current).count, 0)
 
 
+def shortfall(services: Sequence[str], rate: Sequence[float] | FloatArray,
+              count: Sequence[int] | IntArray, floor: Sequence[float] | FloatArray,
+              today: Sequence[int] | IntArray) -> str | None:
+    """The reconfiguration's invariants, the one rule every checker of a reconfiguration
+    uses: with per service ``rate`` req/s and ``count`` replicas in rotation, each service
+    keeps its ``floor`` and, if it had a replica ``today``, one. Why the first service that
+    does not ("a would have 0.0 req/s in rotation, below its floor of 300.0"), or None."""
+    for s, name in enumerate(services):
+        if unmet(float(rate[s]), float(floor[s])):
+            return (f"{name} would have {float(rate[s]):.1f} req/s in rotation, below its "
+                    f"floor of {float(floor[s]):.1f}")
+        if today[s] > 0 and count[s] <= 0:
+            return f"{name} would have no replica in rotation"
+    return None
+
+
 def losing(problem: PartitionProblem, state: State, floor: FloatArray, today: IntArray,
            placement: MigPlacement, service: str) -> str | None:
     """Why taking ``service``'s replica on ``placement`` out of rotation now breaks an
-    invariant ("needs 120.0 req/s more", "its last replica"), or None if it is safe."""
+    invariant (:func:`shortfall`), or None if it is safe."""
     index = {name: s for s, name in enumerate(problem.services)}
     s = index.get(service)
     if s is None:  # a service the spec no longer has: nothing to keep
         return None
     after = float(state.cap[s] - state.rate(placement, service))
-    if unmet(after, float(floor[s])):
-        return f"needs {float(floor[s]) - after:.1f} req/s more in rotation"
-    if today[s] > 0 and state.count[s] <= 1:
-        return "its last replica"
-    return None
+    return shortfall((service,), (after,), (int(state.count[s]) - 1,), (float(floor[s]),),
+                     (int(today[s]),))
 
 
 def check_steps(
@@ -183,18 +197,9 @@ def check_steps(
         if not 0 <= step.gpu < pool:
             raise InfeasibleError(f"step {n} ({step}): no GPU {step.gpu} in the pool")
         state.apply(step)
-        cap = state.capacity()
-        for s, name in enumerate(problem.services):
-            if unmet(float(cap[s]), float(floor[s])):
-                raise InfeasibleError(
-                    f"step {n} ({step}) drops {name} to {cap[s]:.1f} req/s, below "
-                    f"{floor[s]:.1f} req/s"
-                )
-            if today[s] > 0 and state.count[s] == 0:
-                raise InfeasibleError(
-                    f"step {n} ({step}) leaves {name} with no replica in rotation; it had "
-                    f"{today[s]} today"
-                )
+        why = shortfall(problem.services, state.capacity(), state.count, floor, today)
+        if why is not None:
+            raise InfeasibleError(f"step {n} ({step}): {why}")
     goal = target + (empty,) * (pool - len(target))
     for g, (have, want) in enumerate(zip(state.instances, goal, strict=True)):
         if have != dict(want.assignment) or not all(
