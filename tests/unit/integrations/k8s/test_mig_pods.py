@@ -107,3 +107,39 @@ def test_the_shipped_role_grants_every_call_the_client_makes() -> None:
     api_calls = {c for c in calls if c.endswith(("_node", "_pod", "_namespaces"))}
     assert api_calls == set(verbs)  # every call the client makes is in the table above
     assert {verbs[c] for c in api_calls} == granted  # and the role grants exactly those
+
+
+def test_init_containers_annotations_spread_and_token_volumes() -> None:
+    serving = dict(SERVING, metadata=dict(SERVING["metadata"], annotations={
+        "cotenant.io/gpus": "0", "cotenant.io/gpu-milli": "1000", "cotenant.io/role": "online",
+        "cotenant.io/model": "tagger", "cotenant.io/slo-ms": "50"}))
+    token = {"name": "kube-api-access-x7k2p", "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token"}}]}}
+    mount = {"name": "kube-api-access-x7k2p", "mountPath": "/var/run/secrets/x"}
+    model = dict(SERVING["spec"]["containers"][1], volumeMounts=[
+        mount, {"name": "models", "mountPath": "/models"}])
+    serving["spec"] = dict(
+        SERVING["spec"], containers=[SERVING["spec"]["containers"][0], model],
+        initContainers=[{"name": "warm", "image": "tagger:3", "volumeMounts": [mount],
+                         "resources": {"limits": {"nvidia.com/gpu": "1", "cpu": "1"}}}],
+        volumes=[*SERVING["spec"]["volumes"], token],
+        affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "image-tagger"}},
+             "topologyKey": "kubernetes.io/hostname"}]},
+            "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+        topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                    "whenUnsatisfiable": "DoNotSchedule"}])
+    pod = temporary_pod(serving, TEMP)
+    assert pod["metadata"]["annotations"] == {
+        "cotenant.io/role": "online", "cotenant.io/model": "tagger", "cotenant.io/slo-ms": "50",
+        NODE_ANNOTATION: "gpu-a"}
+    spec = pod["spec"]
+    (init,) = spec["initContainers"]
+    assert init["resources"] == {"limits": {"cpu": "1", "nvidia.com/mig-2g.10gb": "1"}}
+    assert init["volumeMounts"] == []
+    assert spec["containers"][1]["volumeMounts"] == [{"name": "models", "mountPath": "/models"}]
+    assert spec["volumes"] == [{"name": "models", "emptyDir": {}}]
+    assert "podAntiAffinity" not in spec["affinity"]
+    assert "podAffinity" in spec["affinity"]
+    assert "topologySpreadConstraints" not in spec
+    assert client.ApiClient().sanitize_for_serialization(client.V1Pod.from_dict(pod)) == pod
