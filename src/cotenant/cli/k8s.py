@@ -105,13 +105,15 @@ def mig(
     kubeconfig: Kubeconfig = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="roll out against a fake cluster (every node applies in 30 s, "
-                          "every temporary pod is Ready in 20 s): shows the order and where "
-                          "it would stop")] = False,
+                          "every temporary pod is Ready in 20 s, a node's new serving pods "
+                          "15 s after it applies): shows the order and where it would "
+                          "stop")] = False,
     timeout: Annotated[float, typer.Option(min=1.0, callback=finite,
                                            help="seconds a node may take to apply")] = 900.0,
     ready_timeout: Annotated[float, typer.Option(
         min=1.0, callback=finite,
-        help="seconds a temporary pod may take to become Ready")] = 300.0,
+        help="seconds a temporary pod, or a changed node's new serving pods, may take to "
+             "become Ready")] = 300.0,
     poll: Annotated[float, typer.Option(min=0.1, callback=finite,
                                         help="seconds between state reads")] = 5.0,
     time_limit: Annotated[float, typer.Option(min=0.01, callback=finite,

@@ -37,6 +37,7 @@ def test_labels_and_rotation_through_a_real_api_server(api: Any) -> None:
         assert labels[CONFIG_LABEL] == "cotenant-test"
         assert STATE_LABEL not in labels  # the previous config's state is not read as this one's
         assert api.set_rotation(node, False) == api.set_rotation(node, True) >= 0
+        assert all(p.rotation == "in" for p in api.serving_pods(node))
     finally:
         api.core.patch_node(node, {"metadata": {"labels": {CONFIG_LABEL: None,
                                                            STATE_LABEL: None}}})

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -57,13 +58,13 @@ DEFAULT = Settings(timeout_s=300, poll_s=5, ready_s=120)
 
 class CheckedNodes(FakeMigNodes):
     """The fake, checking after every write, from its own state (which config each node has
-    applied, which nodes serve, which temporary pods are Ready and in rotation), that each
-    service keeps its floor in rotation and, if it had one today, a replica."""
+    applied, which nodes' serving pods are Ready and in rotation, which temporary pods are),
+    that each service keeps its floor in rotation and, if it had one today, a replica."""
 
     rollout: Rollout
     checks: int = 0
 
-    def replicas(self, node: str) -> tuple[tuple[str, float], ...]:
+    def served(self, node: str) -> tuple[tuple[str, float], ...]:
         changes = [c for c in self.rollout.changes if c.node == node]
         for c in changes:
             if c.drains and c.config == self.layouts.get(node):
@@ -74,8 +75,8 @@ class CheckedNodes(FakeMigNodes):
         rate: Counter[str] = Counter()
         count: Counter[str] = Counter()
         for node in self.labels:
-            if self.rotation[node]:
-                for service, r in self.replicas(node):
+            if all(p.serving for p in self.serving_pods(node)):  # in rotation and Ready
+                for service, r in self.served(node):
                     rate[service] += r
                     count[service] += 1
         known = self.rollout.temporaries
@@ -113,8 +114,7 @@ class CheckedNodes(FakeMigNodes):
 
 def checked(rollout: Rollout, clock: ManualClock) -> CheckedNodes:
     fake = FakeMigNodes.for_rollout(rollout, clock)
-    out = CheckedNodes(clock, fake.labels, fake.layouts, apply_s=fake.apply_s,
-                       rotation=fake.rotation, configs=fake.configs, services=fake.services)
+    out = CheckedNodes(**{f.name: getattr(fake, f.name) for f in fields(fake)})
     out.rollout = rollout
     return out
 
@@ -364,6 +364,7 @@ def test_a_node_already_applied_is_not_relabelled() -> None:
     first = rollout.changes[0]
     fake.labels[first.node].update({CONFIG_LABEL: first.config, STATE_LABEL: "success"})
     fake.layouts[first.node] = first.config
+    fake.serves[first.node] = fake.replicas[first.node, first.config]  # its pods run
     report = roll(rollout, fake, clock)
     assert report.ok
     assert report.actions[0][1] == Action(Act.RESTORE, first.node, first.config,
@@ -546,3 +547,42 @@ def test_a_temporary_pod_dying_while_the_node_applies_stops_and_says_so() -> Non
     assert outcome.node == "gpu-b"
     assert "while it applies, image-tagger would have 0.0 req/s" in outcome.reason
     assert "restore gpu-b" not in fake.events
+
+
+def test_a_restored_nodes_new_pods_serve_before_the_next_drain_relies_on_them() -> None:
+    rollout, _ = example()
+    clock = ManualClock()
+    fake = checked(rollout, clock)
+    fake.serve_s = 40.0
+    report = roll(rollout, fake, clock)
+    assert report.ok, report.outcome
+    at = {str(a): t for t, a in report.actions}
+    restored = at["restore gpu-d nvidia.com/mig.config=" + rollout.changes[0].config]
+    assert at["drain gpu-a"] >= restored + 40.0
+
+
+def test_new_pods_that_never_serve_stop_the_rollout_before_the_next_drain() -> None:
+    rollout, _ = example()
+    clock = ManualClock()
+    fake = checked(rollout, clock)
+    fake.serve_s = 10_000.0
+    report = roll(rollout, fake, clock)
+    assert report.outcome is not None
+    assert report.outcome.act is Act.STOP
+    assert report.outcome.node == "gpu-d"
+    assert re.search(r"its new replicas are not all Ready and in rotation within 120 s "
+                     r"\(missing: .*search-ranker\); nothing else was drained",
+                     report.outcome.reason)
+    assert fake.events == [f"label gpu-d={rollout.changes[0].config}", "restore gpu-d"]
+
+
+def test_serving_pods_out_of_rotation_the_rollout_did_not_take_out_refuse_the_start() -> None:
+    rollout, _ = example()
+    clock = ManualClock()
+    fake = checked(rollout, clock)
+    fake.rotation["gpu-c"] = False  # left out by a run of another plan
+    report = roll(rollout, fake, clock)
+    assert report.outcome is not None
+    assert report.outcome.reason.startswith(
+        "gpu-c has serving pods out of rotation that this rollout did not take out (dedup)")
+    assert fake.events == []

@@ -27,11 +27,24 @@ from cotenant.integrations.k8s.mig.pods import (
     temporary_pod,
 )
 from cotenant.integrations.k8s.mig.rollout import TempReplica
-from cotenant.integrations.k8s.mig.steps import CONFIG_LABEL, STATE_LABEL, TempPod
+from cotenant.integrations.k8s.mig.steps import (
+    CONFIG_LABEL,
+    STATE_LABEL,
+    ServingPod,
+    TempPod,
+)
 
 
 def _refused(what: str, exc: ApiException) -> PermanentError:
     return PermanentError(f"{what}: {exc.status} {exc.reason}")
+
+
+def _ready(pod: Any) -> bool:
+    """Whether ``pod`` is Ready and not being deleted."""
+    status = pod.status
+    return pod.metadata.deletion_timestamp is None and any(
+        c.type == "Ready" and c.status == "True"
+        for c in (status.conditions if status is not None else None) or [])
 
 
 class ClientMigApi:
@@ -73,6 +86,17 @@ class ClientMigApi:
             raise _refused(f"moving the pods on {node}", exc) from None
         return done
 
+    def serving_pods(self, node: str) -> tuple[ServingPod, ...]:
+        try:
+            pods = self.core.list_pod_for_all_namespaces(
+                label_selector=f"{SERVICE_LABEL},!{TEMPORARY_LABEL}",
+                field_selector=f"spec.nodeName={node}").items
+        except ApiException as exc:
+            raise _refused(f"listing the pods on {node}", exc) from None
+        return tuple(ServingPod((pod.metadata.labels or {}).get(SERVICE_LABEL, ""), _ready(pod),
+                                (pod.metadata.labels or {}).get(ROTATION_LABEL))
+                     for pod in pods if pod.metadata is not None)
+
     def _temporary(self, name: str | None = None) -> list[Any]:
         return list(self.core.list_pod_for_all_namespaces(
             label_selector=f"{TEMPORARY_LABEL}=true",
@@ -85,11 +109,9 @@ class ClientMigApi:
             raise _refused("listing the temporary pods", exc) from None
         out = {}
         for pod in pods:
-            meta, status = pod.metadata, pod.status
+            meta = pod.metadata
             labels, notes = meta.labels or {}, meta.annotations or {}
-            ready = meta.deletion_timestamp is None and any(
-                c.type == "Ready" and c.status == "True"
-                for c in (status.conditions if status is not None else None) or [])
+            ready = _ready(pod)
             node = pod.spec.node_name or notes.get(NODE_ANNOTATION, "")
             out[meta.name] = TempPod(node, labels.get(SERVICE_LABEL, ""), ready,
                                      labels.get(ROTATION_LABEL) == "in")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from cotenant.errors import CotenantError
 from cotenant.integrations.k8s.mig.rollout import Rollout, TempReplica
@@ -18,9 +18,12 @@ from cotenant.integrations.k8s.mig.steps import (
     Cursor,
     Limits,
     Seen,
+    ServingPod,
     TempPod,
     step,
 )
+
+T = TypeVar("T")
 
 
 class MigNodes(Protocol):
@@ -36,6 +39,10 @@ class MigNodes(Protocol):
 
     def set_rotation(self, node: str, serving: bool) -> int:
         """Put the serving pods on ``node`` in (or out of) rotation; how many pods."""
+        ...
+
+    def serving_pods(self, node: str) -> tuple[ServingPod, ...]:
+        """The serving pods on ``node`` now (temporary ones excepted)."""
         ...
 
 
@@ -71,7 +78,8 @@ class Settings:
     poll_s: float = 5.0
     """Seconds between reads of a node's state while it applies."""
     ready_s: float = 300.0
-    """Seconds a temporary pod may take to become Ready (image pull included)."""
+    """Seconds a temporary pod, or a changed node's new serving pods, may take to become Ready
+    (image pull included)."""
     partial: bool = False
     """Whether a rollout with no safe node order for every node goes as far as it safely can
     (it may leave intermediate layouts and temporary pods behind) rather than being refused."""
@@ -89,17 +97,17 @@ class RolloutReport:
         return self.outcome is not None and self.outcome.act is Act.DONE
 
 
-class _Labels(Mapping[str, dict[str, str]]):
-    """The rollout's node labels, each read from the cluster when first looked up."""
+class _Lazy(Mapping[str, T]):
+    """Per node of the rollout, what ``read`` returns for it, read when first looked up."""
 
-    def __init__(self, api: MigApi, nodes: tuple[str, ...]) -> None:
-        self.api, self.nodes, self.read = api, nodes, dict[str, dict[str, str]]()
+    def __init__(self, read: Callable[[str], T], nodes: tuple[str, ...]) -> None:
+        self.reader, self.nodes, self.read = read, nodes, dict[str, T]()
 
-    def __getitem__(self, node: str) -> dict[str, str]:
+    def __getitem__(self, node: str) -> T:
         if node not in self.nodes:
             raise KeyError(node)
         if node not in self.read:
-            self.read[node] = self.api.node_labels(node)
+            self.read[node] = self.reader(node)
         return self.read[node]
 
     def __iter__(self) -> Iterator[str]:
@@ -149,7 +157,8 @@ def run_rollout(rollout: Rollout, api: MigApi, clock: Callable[[], float],
     while True:
         now = clock()
         try:
-            seen = Seen(_Labels(api, nodes), api.temporary_pods())
+            seen = Seen(_Lazy(api.node_labels, nodes), api.temporary_pods(),
+                        _Lazy(api.serving_pods, nodes))
             action, after = step(rollout, cursor, seen, now, limits)
             if action.act not in (Act.WAIT, Act.DONE, Act.STOP):
                 _carry_out(api, action)

@@ -9,6 +9,11 @@ says (``failed``; ``rebooting`` then ``success``; ``pending`` for ever). Its own
 relabelled to a different layout while pods on it are still in rotation fails (mig-parted
 cannot repartition GPUs that have processes on them), and the temporary pods on it die.
 
+A node's serving pods are those of the replicas its applied config serves (per config, as the
+rollout says); when a new layout is applied, the old ones go and the new ones (which the
+user's Deployments create) become Ready ``serve_s`` later. They are in rotation while the
+node is (``cotenant.io/rotation``).
+
 A temporary pod becomes Ready ``ready_s`` after it is created if its node is up and the
 node's applied config has an instance of its profile for it (else it stays Pending, as a pod
 asking for a resource no node offers does). Creating one fails where ``refuse`` names its
@@ -24,7 +29,7 @@ from typing import Any
 
 from cotenant.errors import InputError, PermanentError
 from cotenant.integrations.k8s.mig.rollout import Rollout, TempReplica
-from cotenant.integrations.k8s.mig.steps import CONFIG_LABEL, STATE_LABEL, TempPod
+from cotenant.integrations.k8s.mig.steps import CONFIG_LABEL, STATE_LABEL, ServingPod, TempPod
 
 
 @dataclass
@@ -58,6 +63,14 @@ class FakeMigNodes:
     refuse: set[str] = field(default_factory=set)
     down: set[str] = field(default_factory=set)
     pods: dict[str, _Pod] = field(default_factory=dict)
+    serve_s: float = 15.0
+    """Seconds after a new layout is applied until its serving pods are Ready."""
+    replicas: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    """Per (node, config), the services of the serving pods that config's layout runs."""
+    serves: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per node, the services of its serving pods now."""
+    up_at: dict[str, float] = field(default_factory=dict)
+    """Per node, when its serving pods are Ready."""
     _written: dict[str, float] = field(default_factory=dict)
     _busy: set[str] = field(default_factory=set)
 
@@ -76,8 +89,10 @@ class FakeMigNodes:
         fake = cls(clock, apply_s=apply_s, configs=rollout.configs)
         for change in rollout.changes:
             fake.services |= {s for s, _ in (*change.drain, *change.restore)}
+            fake.replicas[change.node, change.config] = tuple(s for s, _ in change.restore)
             if change.node in fake.labels:
                 continue
+            fake.serves[change.node] = tuple(s for s, _ in change.drain)
             fake.add_node(change.node, serving=bool(change.drain))
             if not change.drains:
                 fake.layouts[change.node] = change.config
@@ -99,6 +114,9 @@ class FakeMigNodes:
             return
         labels[STATE_LABEL] = states[min(step, len(states)) - 1]
         if labels[STATE_LABEL] == "success":
+            if self.layouts.get(name) != labels[CONFIG_LABEL]:  # new pods for the new layout
+                self.serves[name] = self.replicas.get((name, labels[CONFIG_LABEL]), ())
+                self.up_at[name] = self.clock() + self.serve_s
             self.layouts[name] = labels[CONFIG_LABEL]
             del self._written[name]
 
@@ -127,6 +145,13 @@ class FakeMigNodes:
         self.events.append(f"{'restore' if serving else 'drain'} {node}")
         self.rotation[node] = serving
         return 1
+
+    def serving_pods(self, node: str) -> tuple[ServingPod, ...]:
+        self._node(node)
+        self._advance(node)
+        ready = node not in self.down and self.clock() >= self.up_at.get(node, float("-inf"))
+        rotation = "in" if self.rotation[node] else "out"
+        return tuple(ServingPod(s, ready, rotation) for s in self.serves.get(node, ()))
 
     def _offers(self, node: str, profile: str) -> int:
         """Instances of ``profile`` the node's applied config has."""

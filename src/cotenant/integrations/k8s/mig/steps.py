@@ -1,6 +1,10 @@
 """The MIG controller's decisions as a pure step machine: given the rollout, where it stands
-(:class:`Cursor`), what it saw in the cluster (:class:`Seen`: node labels and temporary pods)
-and the time, the next action.
+(:class:`Cursor`), what it saw in the cluster (:class:`Seen`: node labels, temporary pods and
+each node's serving pods) and the time, the next action.
+
+A node's replicas in the plan count as serving only as far as its serving pods are seen Ready
+and in rotation (``cotenant.io/rotation: in``). A run refuses to start where a node shows
+serving pods out of rotation that the rollout did not take out (a run of another plan did).
 
 The changes run in the rollout's order, one at a time. For each:
 
@@ -12,7 +16,10 @@ The changes run in the rollout's order, one at a time. For each:
    counting what earlier changes took out and put back and the temporary pods seen Ready and
    in rotation; otherwise the rollout stops and names the service;
 3. its ``nvidia.com/mig.config`` label is written and ``nvidia.com/mig.config.state`` waited
-   for; ``success`` puts the node's new replicas in rotation (``restore``). The slack is
+   for; ``success`` puts the node's new replicas in rotation (``restore``), and the next
+   step waits (up to the temporary pods' timeout) until the node's serving pods, which the
+   user's Deployments create, are Ready and in rotation for every replica the plan puts
+   back: nothing relies on them before. The slack is
    checked again before the label: if a temporary pod the drain relied on is no longer Ready,
    the node is put back in rotation unchanged and the rollout stops; if one is lost while
    the node applies, the rollout stops and says so;
@@ -27,6 +34,7 @@ not Ready within its timeout stops the rollout, leaving in rotation all it can.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -44,7 +52,8 @@ class Phase(StrEnum):
     STARTING = "starting"  # its temporary replicas are being brought into rotation
     DRAINED = "drained"  # the node's replicas are out of rotation
     LABELLED = "labelled"  # its label is written; waiting for the MIG manager
-    RELEASING = "releasing"  # applied: its temporary replicas no longer needed go
+    RESTORED = "restored"  # applied and put back: waiting for its new pods to serve
+    RELEASING = "releasing"  # serving: its temporary replicas no longer needed go
     HALTED = "halted"  # put back in rotation unchanged after a loss: the rollout stops
 
 
@@ -90,6 +99,20 @@ class TempPod:
     """Whether it is in rotation (``cotenant.io/rotation: in``)."""
 
 
+@dataclass(frozen=True)
+class ServingPod:
+    """A serving pod (``cotenant.io/service``, not temporary) on a node, as seen."""
+
+    service: str
+    ready: bool
+    rotation: str | None
+    """Its ``cotenant.io/rotation`` label: ``in``, ``out`` or None (never moved)."""
+
+    @property
+    def serving(self) -> bool:
+        return self.ready and self.rotation == "in"
+
+
 Labels = Mapping[str, dict[str, str]]
 """Per node of the rollout, its labels as last read (read when looked up)."""
 
@@ -99,6 +122,9 @@ class Seen:
     labels: Labels
     temps: dict[str, TempPod] = field(default_factory=dict)
     """Every temporary pod the controller made, by name."""
+    serving: Mapping[str, tuple[ServingPod, ...]] | None = None
+    """Per node of the rollout, its serving pods (read when looked up); None where not
+    observed: the plan's replicas then count as they are."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +154,7 @@ def node_replicas(rollout: Rollout, cursor: Cursor) -> dict[str, tuple[tuple[str
     for k, c in enumerate(rollout.changes[:cursor.stage + 1]):
         if not c.drains:
             continue
-        if k < cursor.stage or cursor.phase is Phase.RELEASING:
+        if k < cursor.stage or cursor.phase in (Phase.RESTORED, Phase.RELEASING):
             out[c.node] = c.restore
         elif cursor.phase in (Phase.DRAINED, Phase.LABELLED):
             out[c.node] = ()
@@ -142,7 +168,8 @@ def lacks_slack(rollout: Rollout, cursor: Cursor, seen: Seen, node: str | None =
     index = {s: i for i, s in enumerate(rollout.services)}
     rate, count = [0.0] * len(index), [0] * len(index)
     known = rollout.temporaries
-    items = [r for n, reps in node_replicas(rollout, cursor).items() if n != node for r in reps]
+    items = [r for n, reps in node_replicas(rollout, cursor).items() if n != node
+             for r in _observed(reps, seen, n)]
     items += [(t.service, known[name].rate if name in known else 0.0)
               for name, t in seen.temps.items()
               if t.ready and t.serving and t.node != node and name not in pods]
@@ -151,6 +178,51 @@ def lacks_slack(rollout: Rollout, cursor: Cursor, seen: Seen, node: str | None =
             rate[index[service]] += r
             count[index[service]] += 1
     return shortfall(rollout.services, rate, count, rollout.floor, rollout.replicas)
+
+
+def _observed(replicas: tuple[tuple[str, float], ...], seen: Seen,
+              node: str) -> tuple[tuple[str, float], ...]:
+    """The plan's ``replicas`` on ``node`` that its serving pods seen Ready and in rotation
+    account for: per service, at most as many as there are such pods."""
+    if seen.serving is None:
+        return replicas
+    room = Counter(p.service for p in seen.serving.get(node, ()) if p.serving)
+    out = []
+    for service, rate in replicas:
+        if room[service] > 0:
+            room[service] -= 1
+            out.append((service, rate))
+    return tuple(out)
+
+
+def _missing(change: NodeChange, seen: Seen) -> str:
+    """The plan's new replicas on the change's node its pods seen Ready and in rotation do not
+    yet account for ("2 dedup, 1 ocr"), or "" when they all serve."""
+    got = Counter(s for s, _ in _observed(change.restore, seen, change.node))
+    want = Counter(s for s, _ in change.restore) - got
+    return ", ".join(f"{n} {s}" for s, n in sorted(want.items()))
+
+
+def unexplained(rollout: Rollout, seen: Seen) -> str | None:
+    """A node of the rollout with serving pods out of rotation that the rollout did not take
+    out (a run of another plan, or someone else, did), or None. Pods out of rotation are
+    explained on a node showing one of the rollout's configs for it, and on the node of the
+    first change not yet applied (a run that stopped between its drain and its label)."""
+    if seen.serving is None:
+        return None
+    mine = {(c.node, c.config) for c in rollout.changes}
+    labels = [seen.labels.get(c.node, {}) for c in rollout.changes]
+    first = next((c.node for k, c in enumerate(rollout.changes)
+                  if not _applied(labels[k], c.config)
+                  and not _past(rollout, k, labels[k].get(CONFIG_LABEL), seen)), None)
+    for node in dict.fromkeys(c.node for c in rollout.changes):
+        out = sorted({p.service for p in seen.serving.get(node, ()) if p.rotation == "out"})
+        if not out or node == first or (node, seen.labels.get(node, {}).get(CONFIG_LABEL)) in mine:
+            continue
+        return (f"{node} has serving pods out of rotation that this rollout did not take out "
+                f"({', '.join(out)}): finish the rollout that did, or put them back in "
+                "rotation (cotenant.io/rotation: in)")
+    return None
 
 
 def _applied(labels: dict[str, str], config: str) -> bool:
@@ -178,10 +250,11 @@ def _begin(rollout: Rollout, cursor: Cursor, seen: Seen,
     change = rollout.changes[cursor.stage]
     labels = seen.labels.get(change.node, {})
     if _applied(labels, change.config):
-        done = replace(cursor, phase=Phase.RELEASING, since=None)
         if change.drains and change.restore:
-            return Action(Act.RESTORE, change.node, change.config, "already applied"), done
-        return Action(Act.SKIP, change.node, change.config, "already applied"), done
+            return (Action(Act.RESTORE, change.node, change.config, "already applied"),
+                    replace(cursor, phase=Phase.RESTORED, since=None))
+        return (Action(Act.SKIP, change.node, change.config, "already applied"),
+                replace(cursor, phase=Phase.RELEASING, since=None))
     if _past(rollout, cursor.stage, labels.get(CONFIG_LABEL), seen):
         return (Action(Act.SKIP, change.node, change.config,
                        f"the node is at a later config, {labels[CONFIG_LABEL]}"),
@@ -252,10 +325,11 @@ def _applying(change: NodeChange, cursor: Cursor, seen: Seen, now: float,
             f"its {CONFIG_LABEL} is now {labels.get(CONFIG_LABEL)!r}; someone else changed it"
         )), cursor
     if state == "success":
-        done = replace(cursor, phase=Phase.RELEASING, since=None)
         if change.drains and change.restore:
-            return Action(Act.RESTORE, change.node, change.config), done
-        return Action(Act.SKIP, change.node, change.config, "applied, nothing to restore"), done
+            return (Action(Act.RESTORE, change.node, change.config),
+                    replace(cursor, phase=Phase.RESTORED, since=None))
+        return (Action(Act.SKIP, change.node, change.config, "applied, nothing to restore"),
+                replace(cursor, phase=Phase.RELEASING, since=None))
     if state == "failed":
         return Action(Act.STOP, change.node, change.config,
                       f"the MIG manager reports {STATE_LABEL}=failed; the node stays out of "
@@ -267,6 +341,22 @@ def _applying(change: NodeChange, cursor: Cursor, seen: Seen, now: float,
                       "the node stays out of rotation"), cursor
     return Action(Act.WAIT, change.node, change.config, state or "unset"), replace(
         cursor, since=since)
+
+
+def _restored(change: NodeChange, cursor: Cursor, seen: Seen, now: float,
+              limits: Limits) -> tuple[Action | None, Cursor]:
+    """Wait until the node's new pods (the user's Deployments create them) are Ready and in
+    rotation for every replica the plan puts back, before anything relies on them."""
+    missing = _missing(change, seen)
+    if not missing:
+        return None, replace(cursor, phase=Phase.RELEASING, since=None)
+    since = now if cursor.since is None else cursor.since
+    if now - since >= limits.ready_s:
+        return Action(Act.STOP, change.node, change.config, (
+            f"its new replicas are not all Ready and in rotation within {limits.ready_s:g} s "
+            f"(missing: {missing}); nothing else was drained")), cursor
+    return (Action(Act.WAIT, change.node, change.config, f"its new pods: missing {missing}"),
+            replace(cursor, since=since))
 
 
 def _release(rollout: Rollout, cursor: Cursor, seen: Seen) -> Action | None:
@@ -283,6 +373,10 @@ def _release(rollout: Rollout, cursor: Cursor, seen: Seen) -> Action | None:
 def step(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
          limits: Limits = Limits()) -> tuple[Action, Cursor]:
     """The next action and the cursor once it is carried out."""
+    if cursor == Cursor():  # a run's first step: what the cluster shows must be explained
+        why = unexplained(rollout, seen)
+        if why is not None:
+            return Action(Act.STOP, reason=why), cursor
     while cursor.stage < len(rollout.changes):
         change = rollout.changes[cursor.stage]
         if cursor.phase is Phase.IDLE:
@@ -302,6 +396,10 @@ def step(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
             return _applying(change, cursor, seen, now, limits)
         elif cursor.phase is Phase.HALTED:
             return Action(Act.STOP, change.node, reason=cursor.why), cursor
+        elif cursor.phase is Phase.RESTORED:
+            waiting, cursor = _restored(change, cursor, seen, now, limits)
+            if waiting is not None:
+                return waiting, cursor
         else:
             action = _release(rollout, cursor, seen)
             if action is not None:
