@@ -16,7 +16,7 @@ from cotenant.model.deployment import GpuPlan
 from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigLayout
 from cotenant.policies.partition import PARTITION, PartitionProblem
-from cotenant.policies.partition.reconfig import plan_steps
+from cotenant.policies.partition.reconfig import Reconfiguration, plan_steps
 from cotenant.policies.partition.reconfig.stages import (
     NodeStage,
     NodeStages,
@@ -110,6 +110,18 @@ def test_the_checker_fails_a_drain_under_a_temporary_replica_or_one_left_behind(
         check_stages(pb, current, early, change.target, 1)
 
 
+def replan(before: list[float], after: list[float], spare: int
+           ) -> tuple[PartitionProblem, tuple[GpuPlan, ...], Reconfiguration]:
+    """From the greedy plan for demand ``before`` (with ``spare`` empty GPUs beside) to the
+    greedy plan for ``after``: the problem, today's GPUs and the planner's safe steps
+    (:class:`InfeasibleError` where it finds none)."""
+    old = PARTITION.get("greedy")(problem(before), 1.0)
+    new = PARTITION.get("greedy")(problem(after), 1.0)
+    pb = problem(after)
+    current = old.gpus + (EMPTY,) * spare
+    return pb, current, plan_steps(pb, current, new.gpus)
+
+
 COMPLETED: list[bool] = []
 MUTANTS: list[bool] = []
 
@@ -123,12 +135,8 @@ def test_random_replans_keep_every_floor_node_by_node(before: list[float], after
     """From the plan for one demand to the plan for another, with spare GPUs beside: the
     stages, replayed by the checker, keep the floors; where they are blocked, the blocked
     node really lacks slack."""
-    old = PARTITION.get("greedy")(problem(before), 1.0)
-    new = PARTITION.get("greedy")(problem(after), 1.0)
-    pb = problem(after)
-    current = old.gpus + (EMPTY,) * spare
     try:
-        change = plan_steps(pb, current, new.gpus)
+        pb, current, change = replan(before, after, spare)
     except InfeasibleError:
         return  # no safe order per GPU: nothing to group
     stages = node_stages(pb, current, change, per_node)
@@ -156,3 +164,30 @@ def test_random_replans_mostly_complete_node_by_node() -> None:
     assert len(COMPLETED) >= 15
     assert sum(COMPLETED) >= len(COMPLETED) // 2, COMPLETED
     assert len(MUTANTS) >= 5, MUTANTS  # the end-state check was exercised
+
+
+def test_a_node_that_only_gains_a_replica_on_an_idle_instance_is_not_drained() -> None:
+    pb = problem([300, 90])
+    current = (gpu("4g.20gb@0,3g.20gb@4", ["a", None]),)
+    plan = (gpu("4g.20gb@0,3g.20gb@4", ["a", "b"]),)
+    change = plan_steps(pb, current, plan)
+    stages = node_stages(pb, current, change, 1)
+    assert stages.blocked is None  # a's only replica keeps serving while b joins
+    (stage,) = stages.stages
+    assert not stage.drains
+    assert stage.after == plan
+
+
+# Found by a review on the random replans below (same generator: the greedy plan for
+# `before`, the greedy plan for `after`, `spare` empty GPUs, `per_node` GPUs a node): the
+# planner's node order gets stuck where another order of the nodes ready is safe.
+@pytest.mark.parametrize(("before", "after", "spare", "per_node"), [
+    ([1604.8, 380.99], [775.32, 715.22], 0, 1),  # safe: node 2 before node 1
+    ([1753.68, 310.49], [353.53, 1982.46], 1, 1),  # safe: node 1 before node 3
+])
+def test_a_stuck_node_order_is_searched_for_a_safe_one(before: list[float], after: list[float],
+                                                       spare: int, per_node: int) -> None:
+    pb, current, change = replan(before, after, spare)
+    stages = node_stages(pb, current, change, per_node)
+    assert stages.blocked is None, stages.why
+    check_stages(pb, current, stages, change.target, per_node)

@@ -38,9 +38,8 @@ from cotenant.integrations.k8s.mig.steps import (
 from cotenant.model.deployment import parse_deployment
 from cotenant.model.serving import parse_spec
 from cotenant.perf.mig_profiles import default_table
-from cotenant.policies.partition import PARTITION
 from cotenant.policies.partition.reconfig import Reconfiguration, StepKind, plan_steps
-from tests.unit.policies.test_reconfig_stages import EMPTY, idle_beside, problem
+from tests.unit.policies.test_reconfig_stages import idle_beside, replan
 
 EXAMPLES = Path(__file__).parents[4] / "examples"
 NODES = ["gpu-a", "gpu-b", "gpu-c", "gpu-d"]
@@ -448,12 +447,8 @@ def test_random_rollouts_keep_every_floor_at_every_write(before: list[float],
     no temporary pod behind; where the stages are blocked the rollout is refused before any
     write, and with ``partial`` it goes as far as it safely can and stops naming the blocked
     node (temporary pods and intermediate layouts may stay: that is what partial means)."""
-    old = PARTITION.get("greedy")(problem(before), 1.0)
-    new = PARTITION.get("greedy")(problem(after), 1.0)
-    pb = problem(after)
-    current = old.gpus + (EMPTY,) * spare
     try:
-        change = plan_steps(pb, current, new.gpus)
+        pb, current, change = replan(before, after, spare)
     except InfeasibleError:
         return
     count = -(-max(len(current), len(change.target)) // per_node)
@@ -586,3 +581,19 @@ def test_serving_pods_out_of_rotation_the_rollout_did_not_take_out_refuse_the_st
     assert report.outcome.reason.startswith(
         "gpu-c has serving pods out of rotation that this rollout did not take out (dedup)")
     assert fake.events == []
+
+
+@pytest.mark.parametrize(("before", "after", "spare"), [
+    ([1604.8, 380.99], [775.32, 715.22], 0), ([1753.68, 310.49], [353.53, 1982.46], 1)])
+def test_rollouts_the_planners_node_order_would_block_complete(before: list[float],
+                                                              after: list[float],
+                                                              spare: int) -> None:
+    pb, current, change = replan(before, after, spare)
+    nodes = [f"n{i}" for i in range(max(len(current), len(change.target)))]
+    rollout = build_rollout(pb, "A100-40GB", current, change, nodes, 1)
+    assert rollout.blocked is None
+    clock = ManualClock()
+    fake = checked(rollout, clock)
+    report = roll(rollout, fake, clock)
+    assert report.ok, report.outcome
+    assert fake.pods == {}

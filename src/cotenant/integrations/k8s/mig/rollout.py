@@ -22,6 +22,7 @@ given in order).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,7 +177,8 @@ def describe(rollout: Rollout) -> list[str]:
         if c.drains and c.drain:
             line += "; drains " + ", ".join(sorted({s for s, _ in c.drain}))
         elif not c.drains:
-            line += "; no change"
+            gains = Counter(s for s, _ in c.restore) - Counter(s for s, _ in c.drain)
+            line += ("; no drain, gains " + ", ".join(sorted(gains))) if gains else "; no change"
         if c.release:
             line += "; then removes " + ", ".join(f"{t.service} on {t.node}" for t in c.release)
         lines.append(line)

@@ -9,7 +9,9 @@ rotation, with the planner's invariants (:func:`~.steps.losing`: each service ke
 and, if it had one today, a replica) checked for the whole node:
 
 1. nodes go to their final layout in the planner's order (the order its layout steps first
-   touch their GPUs), each as soon as its drain keeps every service at its floor;
+   touch their GPUs), each as soon as its drain keeps every service at its floor (a node that
+   keeps its layouts and only gains replicas is not drained); where that order gets stuck,
+   the last choice of which ready node goes next is revisited, depth first, within a bound;
 2. where no node left can, a **temporary replica** is borrowed for the services that block
    the first of them: on an idle instance of a node already final, else on a node already
    final that is given an *intermediate* layout (its final instances plus new ones in its free
@@ -19,9 +21,10 @@ and, if it had one today, a replica) checked for the whole node:
    room) holds a replica of its service and its service keeps its floor without it; a node
    with an intermediate layout goes back to its final one once it holds no temporary replica.
 
-Where no borrow helps, the nodes left are listed in order and ``blocked`` says which service
-blocks the first. :func:`check_stages` replays the stages, and checks that every node ends at
-its target; it is run on every result that is not blocked.
+Where no node order within the bound and no borrow helps, the nodes left (of the first order
+that got stuck) are listed in order and ``blocked`` says which service blocks the first.
+:func:`check_stages` replays the stages, and checks that every node ends at its target; it
+is run on every result that is not blocked.
 """
 
 from __future__ import annotations
@@ -72,17 +75,27 @@ class NodeStage:
 
     @property
     def drains(self) -> bool:
-        """Whether the node is drained: a GPU's layout changes, or the replicas it serves do
-        (they move while it serves nothing)."""
-        return _differs(self.before, self.after)
+        """Whether the node is drained: a GPU's layout changes, or a replica on it goes (it
+        moves while the node serves nothing). A node that keeps its layouts and only gains
+        replicas on idle instances serves on: its new replicas join as they come."""
+        return _drains(self.before, self.after)
+
+
+def _view(gpus: tuple[GpuPlan, ...]) -> list[tuple[tuple[object, ...], Counter[object]]]:
+    """Per GPU, its layout as mig-parted sees it (profile counts) and its replicas."""
+    return [(layout_key(g.layout), Counter((p.profile.name, s) for p, s in g.assignment
+                                           if s is not None)) for g in gpus]
+
+
+def _drains(before: tuple[GpuPlan, ...], after: tuple[GpuPlan, ...]) -> bool:
+    """Whether a layout changes or a replica goes (see :attr:`NodeStage.drains`)."""
+    return any(b[0] != a[0] or b[1] - a[1] for b, a in zip(_view(before), _view(after),
+                                                           strict=True))
 
 
 def _differs(before: tuple[GpuPlan, ...], after: tuple[GpuPlan, ...]) -> bool:
     """Whether mig-parted changes a layout (profile counts), or a replica changes."""
-    def view(gpus: tuple[GpuPlan, ...]) -> list[object]:
-        return [(layout_key(g.layout), Counter((p.profile.name, s) for p, s in g.assignment
-                                               if s is not None)) for g in gpus]
-    return view(before) != view(after)
+    return _view(before) != _view(after)
 
 
 @dataclass(frozen=True)
@@ -154,26 +167,9 @@ def node_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...],
         if step.kind in LAYOUT_STEPS:
             first.setdefault(step.gpu // per_node, k)
     order = sorted(range(count), key=lambda n: (first.get(n, len(change.steps)), n))
-    pending, lending = list(order), [False] * count
-    stages: list[NodeStage] = []
-    blocked = None
-    for _ in range(8 * count + 8):
-        if not pending:
-            break
-        ready = [n for n in pending if not (lending[n] and any(
-            t.gpu // per_node == n for t in state.temps))
-            and (not _differs(state.nodes[n], final[n]) or state.lacks(n) is None)]
-        if ready:
-            n = ready[0]
-            stages.append(_move(state, n, final[n], True))
-            pending.remove(n)
-            lending[n] = False
-            _release(state, stages, pending, lending)
-            continue
-        if not any(_borrow(state, n, final, pending, lending, stages)
-                   for n in pending if not lending[n]):
-            blocked = pending[0]
-            break
+    path = _Path(state, list(order), [False] * count, [])
+    blocked = _search(path, final)
+    state, pending, stages = path.state, path.pending, path.stages
     why = None if blocked is None else (state.lacks(blocked) or "it lends room to a temporary "
                                         "replica still needed")
     for n in pending:  # no safe order found: the rest in order, the controller stops at it
@@ -184,14 +180,83 @@ def node_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...],
     return result
 
 
+@dataclass
+class _Path:
+    """Where a search for a node order stands: the pool, the nodes left (in the order tried),
+    which of them lend room, and the stages so far."""
+
+    state: _Pool
+    pending: list[int]
+    lending: list[bool]
+    stages: list[NodeStage]
+
+    def copy(self) -> _Path:
+        state = _Pool(self.state.problem, list(self.state.nodes), self.state.per_node,
+                      self.state.floor, self.state.today, list(self.state.temps))
+        return _Path(state, list(self.pending), list(self.lending), list(self.stages))
+
+
+SEARCH_BUDGET = 2000
+"""Stages tried, all paths together, before a node order is declared not found."""
+
+
+def _search(path: _Path, final: list[tuple[GpuPlan, ...]]) -> int | None:
+    """Move ``path`` on to every node's final layout: each time the first node that is ready
+    (its drain keeps the invariants), borrowing room where none is; where a path is blocked,
+    go back to the last choice of a ready node and try the next one (depth first, within
+    :data:`SEARCH_BUDGET` stages). Leaves ``path`` complete, or as the first path blocked, and
+    returns the node it is blocked at, or None."""
+    per_node, count = path.state.per_node, len(final)
+    choices: list[tuple[_Path, list[int]]] = []
+    first: tuple[_Path, int] | None = None
+    for _ in range(SEARCH_BUDGET):
+        state, pending, lending = path.state, path.pending, path.lending
+        if not pending:
+            return None
+        ready = [n for n in pending if not (lending[n] and any(
+            t.gpu // per_node == n for t in state.temps))
+            and (not _drains(state.nodes[n], final[n]) or state.lacks(n) is None)]
+        stuck = len(path.stages) > 8 * count + 8
+        if ready and not stuck:
+            if len(ready) > 1:
+                choices.append((path.copy(), ready[1:]))
+            _advance(path, ready[0], final)
+            continue
+        if not stuck and any(_borrow(state, n, final, pending, lending, path.stages)
+                             for n in pending if not lending[n]):
+            continue
+        if first is None:
+            first = (path.copy(), pending[0])
+        while choices and not choices[-1][1]:
+            choices.pop()
+        if not choices:
+            break
+        saved, options = choices[-1]
+        path_next = saved.copy()
+        _advance(path_next, options.pop(0), final)
+        path.state, path.pending, path.lending, path.stages = (
+            path_next.state, path_next.pending, path_next.lending, path_next.stages)
+    if first is None:  # the budget ran out before any path was blocked
+        first = (path.copy(), path.pending[0])
+    path.state, path.pending, path.lending, path.stages = (
+        first[0].state, first[0].pending, first[0].lending, first[0].stages)
+    return first[1]
+
+
+def _advance(path: _Path, n: int, final: list[tuple[GpuPlan, ...]]) -> None:
+    path.stages.append(_move(path.state, n, final[n], True))
+    path.pending.remove(n)
+    path.lending[n] = False
+    _release(path.state, path.stages, path.pending, path.lending)
+
+
 def _move(state: _Pool, node: int, gpus: tuple[GpuPlan, ...], final: bool) -> NodeStage:
     before = state.nodes[node]
     serving = tuple(t for t in state.temps if t.gpu // state.per_node != node)
-    stage = NodeStage(node, before, gpus, serving, (), final)
-    if not stage.drains:  # mig-parted touches no GPU and no replica moves
-        return NodeStage(node, before, before, stage.temporaries, (), final)
+    if not _differs(before, gpus):  # mig-parted touches no GPU and no replica moves
+        return NodeStage(node, before, before, serving, (), final)
     state.nodes[node] = gpus
-    return stage
+    return NodeStage(node, before, gpus, serving, (), final)
 
 
 def _release(state: _Pool, stages: list[NodeStage], pending: list[int],
