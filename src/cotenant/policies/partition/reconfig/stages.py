@@ -196,23 +196,26 @@ class _Path:
         return _Path(state, list(self.pending), list(self.lending), list(self.stages))
 
 
-SEARCH_BUDGET = 2000
-"""Stages tried, all paths together, before a node order is declared not found."""
+SEARCH_BUDGET = 50_000
+"""Work, all paths together, before a node order is declared not found: per stage tried, the
+nodes left times the nodes of the pool (what checking each left node's drain costs)."""
 
 
 def _search(path: _Path, final: list[tuple[GpuPlan, ...]]) -> int | None:
     """Move ``path`` on to every node's final layout: each time the first node that is ready
     (its drain keeps the invariants), borrowing room where none is; where a path is blocked,
     go back to the last choice of a ready node and try the next one (depth first, within
-    :data:`SEARCH_BUDGET` stages). Leaves ``path`` complete, or as the first path blocked, and
+    :data:`SEARCH_BUDGET`). Leaves ``path`` complete, or as the first path blocked, and
     returns the node it is blocked at, or None."""
     per_node, count = path.state.per_node, len(final)
     choices: list[tuple[_Path, list[int]]] = []
     first: tuple[_Path, int] | None = None
-    for _ in range(SEARCH_BUDGET):
+    work = 0
+    while work < SEARCH_BUDGET or first is None:
         state, pending, lending = path.state, path.pending, path.lending
         if not pending:
             return None
+        work += len(pending) * count
         ready = [n for n in pending if not (lending[n] and any(
             t.gpu // per_node == n for t in state.temps))
             and (not _drains(state.nodes[n], final[n]) or state.lacks(n) is None)]
