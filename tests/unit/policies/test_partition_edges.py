@@ -12,7 +12,7 @@ from cotenant.errors import InvalidLayoutError
 from cotenant.model.deployment import GpuPlan
 from cotenant.model.gpu import CATALOG
 from cotenant.policies.partition import PARTITION, PartitionProblem, Plan, verify
-from cotenant.policies.partition.export import layout_key, node_counts, node_layouts
+from cotenant.policies.partition.export import layout_key, node_counts, node_layouts, to_mig_parted
 from cotenant.policies.partition.problem import TOLERANCE, demand_left
 from cotenant.policies.partition.reconfig import floor_of
 
@@ -107,9 +107,12 @@ def test_nodes_get_the_same_mix_so_few_configs() -> None:
     mixed = GpuPlan(GEOMETRY.parse("3g.20gb,4g.20gb"), ())
     whole = GpuPlan(GEOMETRY.parse("7g.40gb"), ())
     plan = Plan("test", (mixed,) * 3 + (whole,) * 3, 0, False, 0.0)
-    assert node_counts(plan, 2) == {"cotenant-node-0": 3}  # three alike (mixed, whole) nodes
+    assert list(node_counts(plan, 2).values()) == [3]  # three alike (mixed, whole) nodes
     assert sum(node_counts(plan, 4).values()) == 2
-    assert node_counts(plan, 1) == {"cotenant-node-0": 3, "cotenant-node-1": 3}
+    assert sorted(node_counts(plan, 1).values()) == [3, 3]
+    for per_node in (1, 2, 4):  # the names are those of the exported configs
+        assert set(node_counts(plan, per_node)) == set(
+            to_mig_parted(plan, "A100-40GB", per_node)["mig-configs"])
     nodes = node_layouts(plan, 4)
     assert sorted(k for node in nodes for k in node) == sorted(
         [layout_key(mixed.layout)] * 3 + [layout_key(whole.layout)] * 3)

@@ -9,9 +9,12 @@ mig-parted's default config, ../shared/reference/mig.md), so a node labelled
 
 A node whose GPUs need different layouts cannot be described that way. With
 ``gpus_per_node`` the plan's GPUs are dealt onto nodes of that many GPUs (every node about
-the same mix, so most nodes share a config) and each distinct node gets one config
-(``cotenant-node-<n>``) that gives every device index its own layout; a node's unused GPUs
-get MIG mode off. :func:`node_counts` says
+the same mix, so most nodes share a config) and each distinct node gets one config that
+gives every device index its own layout; a node's unused GPUs get MIG mode off. A node
+config's name comes from its content (``cotenant-node-<8 hex digits>``, see
+:func:`node_config_name`): the same layouts always get the same name and different ones a
+different name, so a node labelled by an earlier plan shows a config of this one only if it
+has this one's layouts. :func:`node_counts` says
 how many nodes take each config. A whole-GPU plan (``Plan.speedup`` above 1: no MIG, each
 GPU shown as one 7g instance) is one config with MIG mode off: a 7g instance would lose the
 SMs and memory MIG keeps back (98 of 108 SMs on an A100), and the plan was sized without them.
@@ -19,6 +22,8 @@ SMs and memory MIG keeps back (98 of 108 SMs on an A100), and the plan was sized
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 from typing import Any
 
@@ -45,7 +50,7 @@ def to_mig_parted(plan: Plan, gpu_model: str, gpus_per_node: int | None = None) 
         whole: dict[str, Any] = {"devices": "all", "mig-enabled": False}
         if gpu_model in DEVICE_FILTERS:
             whole["device-filter"] = list(DEVICE_FILTERS[gpu_model])
-        name = "cotenant-0" if gpus_per_node is None else "cotenant-node-0"
+        name = "cotenant-0" if gpus_per_node is None else node_config_name(WHOLE, gpus_per_node)
         return {"version": "v1", "mig-configs": {name: [whole]}}
     if gpus_per_node is not None:
         return _per_node(plan, gpu_model, gpus_per_node)
@@ -81,15 +86,11 @@ def _layout_order(key: tuple[tuple[str, int], ...]) -> tuple[int, tuple[tuple[st
 
 
 def node_counts(plan: Plan, gpus_per_node: int) -> dict[str, int]:
-    """How many nodes take each ``cotenant-node-<n>`` config of :func:`to_mig_parted`."""
+    """How many nodes take each node config of :func:`to_mig_parted`, by name."""
     if plan.speedup != 1.0:  # whole GPUs: every node the one config with MIG mode off
-        return {"cotenant-node-0": len(node_layouts(plan, gpus_per_node))}
-    names: dict[tuple[tuple[tuple[str, int], ...], ...], str] = {}
-    counts: dict[str, int] = {}
-    for node in node_layouts(plan, gpus_per_node):
-        name = names.setdefault(node, f"cotenant-node-{len(names)}")
-        counts[name] = counts.get(name, 0) + 1
-    return counts
+        return {node_config_name(WHOLE, gpus_per_node): len(node_layouts(plan, gpus_per_node))}
+    return dict(Counter(node_config_name(node, gpus_per_node)
+                        for node in node_layouts(plan, gpus_per_node)))
 
 
 def _per_node(plan: Plan, gpu_model: str, gpus_per_node: int) -> dict[str, Any]:
@@ -97,19 +98,29 @@ def _per_node(plan: Plan, gpu_model: str, gpus_per_node: int) -> dict[str, Any]:
 
 
 NodeKey = tuple[tuple[tuple[str, int], ...], ...]
+WHOLE: NodeKey = ((("whole-gpu", 1),),)
+"""The key of a whole-GPU node config (MIG mode off on every device)."""
+
+
+def node_config_name(keys: NodeKey, gpus_per_node: int) -> str:
+    """The name of the node config for devices with ``keys`` layouts on nodes of
+    ``gpus_per_node``: ``cotenant-node-`` and the first 8 hex digits of a SHA-256 of both,
+    so it changes exactly when the layouts do."""
+    text = json.dumps([[list(map(list, key)) for key in keys], gpus_per_node])
+    return f"cotenant-node-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def mig_parted_configs(node_keys: list[NodeKey], gpu_model: str,
                        gpus_per_node: int) -> tuple[dict[str, Any], list[str]]:
     """The mig-parted document for nodes whose devices have ``node_keys`` layouts (one config
-    per distinct node, ``cotenant-node-<n>`` in order of first use), and each node's config
-    name."""
+    per distinct node, named by :func:`node_config_name`, in order of first use), and each
+    node's config name."""
     names: dict[NodeKey, str] = {}
     configs: dict[str, Any] = {}
     for keys in node_keys:
         if keys in names:
             continue
-        name = names[keys] = f"cotenant-node-{len(names)}"
+        name = names[keys] = node_config_name(keys, gpus_per_node)
         selections: list[dict[str, Any]] = []
         for key in dict.fromkeys(keys):  # each distinct layout, in device order
             selection: dict[str, Any] = {

@@ -597,3 +597,20 @@ def test_rollouts_the_planners_node_order_would_block_complete(before: list[floa
     report = roll(rollout, fake, clock)
     assert report.ok, report.outcome
     assert fake.pods == {}
+
+
+def test_config_names_name_their_layouts_across_rollouts() -> None:
+    rollout, _ = example()
+    pb, current, change = replan([1604.8, 380.99], [775.32, 715.22], 0)  # another plan
+    before = build_rollout(pb, "A100-40GB", current, change, NODES, 1)
+    ours, theirs = rollout.configs["mig-configs"], before.configs["mig-configs"]
+    for name in set(ours) & set(theirs):
+        assert ours[name] == theirs[name]  # one name, one layout
+    other = sorted(set(theirs) - set(ours))[0]  # another plan's config, left at success
+    first = rollout.changes[0]
+    clock = ManualClock()
+    fake = checked(rollout, clock)
+    fake.labels[first.node].update({CONFIG_LABEL: other, STATE_LABEL: "success"})
+    report = roll(rollout, fake, clock)
+    assert report.ok, report.outcome
+    assert f"label {first.node}={first.config}" in fake.events  # not taken for done

@@ -12,9 +12,10 @@ The changes are the planner's reconfiguration grouped into node stages
 (:func:`~cotenant.policies.partition.reconfig.stages.node_stages`): nodes in the order the
 planner's steps first touch their GPUs' layouts, and, where a node cannot be drained, a
 temporary replica elsewhere first, on an idle instance or on a node given an intermediate
-layout. Every layout a node passes through is a config: the final ones first, named
-``cotenant-node-<n>`` by distinct node layout as ``cotenant plan mig --mig-parted
---gpus-per-node`` writes them, then the intermediate ones, numbered on.
+layout. Every layout a node passes through is a config: the final ones first, then the
+intermediate ones, each named from its content (``cotenant-node-<8 hex digits>``) as ``cotenant
+plan mig --mig-parted --gpus-per-node`` names them, so a node left at a config by an earlier
+rollout shows one of this rollout's configs only if it has that config's layouts.
 Physical GPU ``g`` is device ``g % gpus_per_node`` of node ``g // gpus_per_node`` (the nodes
 given in order).
 """
