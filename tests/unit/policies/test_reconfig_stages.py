@@ -20,8 +20,8 @@ from cotenant.policies.partition.reconfig import Reconfiguration, plan_steps
 from cotenant.policies.partition.reconfig.stages import (
     NodeStage,
     NodeStages,
-    _differs,
     check_stages,
+    differs,
     node_stages,
 )
 
@@ -148,7 +148,7 @@ def test_random_replans_keep_every_floor_node_by_node(before: list[float], after
         count = -(-max(len(current), len(change.target)) // per_node)
         today = current + (EMPTY,) * (count * per_node - len(current))
         goal = change.target + (EMPTY,) * (count * per_node - len(change.target))
-        if any(_differs(today[g:g + per_node], goal[g:g + per_node])
+        if any(differs(today[g:g + per_node], goal[g:g + per_node])
                for g in range(per_node, count * per_node, 2 * per_node)):
             with pytest.raises(InfeasibleError):
                 check_stages(pb, current, odd, change.target, per_node)

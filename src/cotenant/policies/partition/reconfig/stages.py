@@ -29,73 +29,32 @@ is run on every result that is not blocked.
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
-
-from cotenant.errors import InfeasibleError, InvalidLayoutError
+from cotenant.errors import InfeasibleError
 from cotenant.model.deployment import GpuPlan
-from cotenant.model.mig import MigLayout, MigPlacement
-from cotenant.policies.partition.export import layout_key
-from cotenant.policies.partition.problem import PartitionProblem, unmet
+from cotenant.model.mig import MigLayout
+from cotenant.policies.partition.problem import PartitionProblem
+from cotenant.policies.partition.reconfig.lend import borrow
+from cotenant.policies.partition.reconfig.pool import (
+    NodeStage,
+    Pool,
+    Temporary,
+    differs,
+    move,
+    must_drain,
+    node_gpus,
+)
 from cotenant.policies.partition.reconfig.steps import (
     Reconfiguration,
     StepKind,
     floor_of,
     replicas_today,
-    shortfall,
 )
 
+__all__ = ["NodeStage", "NodeStages", "Temporary", "check_stages", "differs", "node_stages"]
+
 LAYOUT_STEPS = (StepKind.CREATE, StepKind.DESTROY, StepKind.REPARTITION)
-
-
-@dataclass(frozen=True)
-class Temporary:
-    """A replica the plan does not keep: ``service`` on ``placement`` of physical ``gpu``."""
-
-    service: str
-    gpu: int
-    placement: MigPlacement
-
-
-@dataclass(frozen=True)
-class NodeStage:
-    node: int
-    before: tuple[GpuPlan, ...]
-    """The node's GPUs before the stage (their replicas are drained if the layout changes)."""
-    after: tuple[GpuPlan, ...]
-    """The node's GPUs after it: the layout to apply and the plan's replicas it then serves."""
-    temporaries: tuple[Temporary, ...] = ()
-    """Temporary replicas that must be serving (elsewhere) before the node is drained."""
-    release: tuple[Temporary, ...] = ()
-    """Temporary replicas no longer needed once the node serves again."""
-    final: bool = True
-    """Whether ``after`` is the node's final layout (else an intermediate one lending room)."""
-
-    @property
-    def drains(self) -> bool:
-        """Whether the node is drained: a GPU's layout changes, or a replica on it goes (it
-        moves while the node serves nothing). A node that keeps its layouts and only gains
-        replicas on idle instances serves on: its new replicas join as they come."""
-        return _drains(self.before, self.after)
-
-
-def _view(gpus: tuple[GpuPlan, ...]) -> list[tuple[tuple[object, ...], Counter[object]]]:
-    """Per GPU, its layout as mig-parted sees it (profile counts) and its replicas."""
-    return [(layout_key(g.layout), Counter((p.profile.name, s) for p, s in g.assignment
-                                           if s is not None)) for g in gpus]
-
-
-def _drains(before: tuple[GpuPlan, ...], after: tuple[GpuPlan, ...]) -> bool:
-    """Whether a layout changes or a replica goes (see :attr:`NodeStage.drains`)."""
-    return any(b[0] != a[0] or b[1] - a[1] for b, a in zip(_view(before), _view(after),
-                                                           strict=True))
-
-
-def _differs(before: tuple[GpuPlan, ...], after: tuple[GpuPlan, ...]) -> bool:
-    """Whether mig-parted changes a layout (profile counts), or a replica changes."""
-    return _view(before) != _view(after)
 
 
 @dataclass(frozen=True)
@@ -108,48 +67,6 @@ class NodeStages:
     """Why that node cannot be drained."""
 
 
-@dataclass
-class _Pool:
-    """Per node its GPUs now, the temporary replicas serving, and the invariants' counts."""
-
-    problem: PartitionProblem
-    nodes: list[tuple[GpuPlan, ...]]
-    per_node: int
-    floor: np.ndarray
-    today: np.ndarray
-    temps: list[Temporary] = field(default_factory=list)
-
-    def rate(self, service: str, placement: MigPlacement) -> float:
-        if service not in self.problem.services:
-            return 0.0
-        return self.problem.rate_of(self.problem.services.index(service), placement.profile.name)
-
-    def serving(self, skip_node: int | None = None,
-                skip: tuple[Temporary, ...] = ()) -> tuple[np.ndarray, np.ndarray]:
-        """Per service, req/s and replicas in rotation, less ``skip_node``'s and ``skip``."""
-        index = {s: i for i, s in enumerate(self.problem.services)}
-        rate, count = np.zeros(len(index)), np.zeros(len(index), dtype=np.int64)
-        items = [(p, s) for n, gpus in enumerate(self.nodes) if n != skip_node
-                 for g in gpus for p, s in g.assignment if s is not None]
-        items += [(t.placement, t.service) for t in self.temps
-                  if t not in skip and t.gpu // self.per_node != skip_node]
-        for p, s in items:
-            if s in index:
-                rate[index[s]] += self.rate(s, p)
-                count[index[s]] += 1
-        return rate, count
-
-    def lacks(self, skip_node: int | None = None,
-              skip: tuple[Temporary, ...] = ()) -> str | None:
-        """Why taking ``skip_node`` and ``skip`` out of rotation breaks an invariant."""
-        rate, count = self.serving(skip_node, skip)
-        return shortfall(self.problem.services, rate, count, self.floor, self.today)
-
-
-def _node_gpus(gpus: list[GpuPlan], node: int, per_node: int) -> tuple[GpuPlan, ...]:
-    return tuple(gpus[node * per_node:(node + 1) * per_node])
-
-
 def node_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...],
                 change: Reconfiguration, per_node: int) -> NodeStages:
     """The stages from ``current`` to ``change.target`` on nodes of ``per_node`` GPUs (physical
@@ -159,8 +76,8 @@ def node_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...],
     count = -(-pool // per_node)
     today = list(current) + [empty] * (count * per_node - len(current))
     after = list(change.target) + [empty] * (count * per_node - len(change.target))
-    final = [_node_gpus(after, n, per_node) for n in range(count)]
-    state = _Pool(problem, [_node_gpus(today, n, per_node) for n in range(count)], per_node,
+    final = [node_gpus(after, n, per_node) for n in range(count)]
+    state = Pool(problem, [node_gpus(today, n, per_node) for n in range(count)], per_node,
                   floor_of(problem, current), replicas_today(problem, current))
     first: dict[int, int] = {}
     for k, step in enumerate(change.steps):
@@ -173,7 +90,7 @@ def node_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...],
     why = None if blocked is None else (state.lacks(blocked) or "it lends room to a temporary "
                                         "replica still needed")
     for n in pending:  # no safe order found: the rest in order, the controller stops at it
-        stages.append(_move(state, n, final[n], True))
+        stages.append(move(state, n, final[n], True))
     result = NodeStages(tuple(stages), tuple(float(x) for x in state.floor), blocked, why)
     if blocked is None:
         check_stages(problem, current, result, change.target, per_node)
@@ -185,13 +102,13 @@ class _Path:
     """Where a search for a node order stands: the pool, the nodes left (in the order tried),
     which of them lend room, and the stages so far."""
 
-    state: _Pool
+    state: Pool
     pending: list[int]
     lending: list[bool]
     stages: list[NodeStage]
 
     def copy(self) -> _Path:
-        state = _Pool(self.state.problem, list(self.state.nodes), self.state.per_node,
+        state = Pool(self.state.problem, list(self.state.nodes), self.state.per_node,
                       self.state.floor, self.state.today, list(self.state.temps))
         return _Path(state, list(self.pending), list(self.lending), list(self.stages))
 
@@ -218,14 +135,14 @@ def _search(path: _Path, final: list[tuple[GpuPlan, ...]]) -> int | None:
         work += len(pending) * count
         ready = [n for n in pending if not (lending[n] and any(
             t.gpu // per_node == n for t in state.temps))
-            and (not _drains(state.nodes[n], final[n]) or state.lacks(n) is None)]
+            and (not must_drain(state.nodes[n], final[n]) or state.lacks(n) is None)]
         stuck = len(path.stages) > 8 * count + 8
         if ready and not stuck:
             if len(ready) > 1:
                 choices.append((path.copy(), ready[1:]))
             _advance(path, ready[0], final)
             continue
-        if not stuck and any(_borrow(state, n, final, pending, lending, path.stages)
+        if not stuck and any(borrow(state, n, final, pending, lending, path.stages)
                              for n in pending if not lending[n]):
             continue
         if first is None:
@@ -247,22 +164,13 @@ def _search(path: _Path, final: list[tuple[GpuPlan, ...]]) -> int | None:
 
 
 def _advance(path: _Path, n: int, final: list[tuple[GpuPlan, ...]]) -> None:
-    path.stages.append(_move(path.state, n, final[n], True))
+    path.stages.append(move(path.state, n, final[n], True))
     path.pending.remove(n)
     path.lending[n] = False
     _release(path.state, path.stages, path.pending, path.lending)
 
 
-def _move(state: _Pool, node: int, gpus: tuple[GpuPlan, ...], final: bool) -> NodeStage:
-    before = state.nodes[node]
-    serving = tuple(t for t in state.temps if t.gpu // state.per_node != node)
-    if not _differs(before, gpus):  # mig-parted touches no GPU and no replica moves
-        return NodeStage(node, before, before, serving, (), final)
-    state.nodes[node] = gpus
-    return NodeStage(node, before, gpus, serving, (), final)
-
-
-def _release(state: _Pool, stages: list[NodeStage], pending: list[int],
+def _release(state: Pool, stages: list[NodeStage], pending: list[int],
              lending: list[bool]) -> None:
     """Release the temporary replicas no node left to change needs (see the module doc)."""
     busy = {s for n in pending if not lending[n] for g in state.nodes[n]
@@ -278,100 +186,6 @@ def _release(state: _Pool, stages: list[NodeStage], pending: list[int],
                                tuple(gone), last.final)
 
 
-def _short(state: _Pool, node: int) -> dict[str, tuple[float, bool]]:
-    """Per service that blocks ``node``'s drain: req/s it lacks and whether it lacks a replica."""
-    rate, count = state.serving(node)
-    out = {}
-    for s, name in enumerate(state.problem.services):
-        need = float(state.floor[s] - rate[s])
-        lone = bool(state.today[s] > 0 and count[s] <= 0)
-        if unmet(float(rate[s]), float(state.floor[s])) or lone:
-            out[name] = (max(need, 0.0), lone)
-    return out
-
-
-def _fits(state: _Pool, placements: tuple[MigPlacement, ...]) -> bool:
-    try:
-        state.problem.geometry.check(placements)
-    except InvalidLayoutError:
-        return False
-    return True
-
-
-def _profiles(state: _Pool, service: str, need: float) -> list[MigPlacement]:
-    """Placements to try for a temporary replica of ``service``: the smallest profile that
-    covers ``need``, else the largest first (as the ordering rules borrow)."""
-    s = state.problem.services.index(service)
-    sizes = sorted(state.problem.geometry.profiles, key=lambda q: q.compute_slices)
-    serving = [q for q in sizes if state.problem.rate_of(s, q.name) > 0]
-    covering = [q for q in serving if state.problem.rate_of(s, q.name) >= need]
-    chosen = covering[:1] or serving[::-1] or sizes[:1]
-    return [MigPlacement(q, start) for q in chosen for start in q.starts]
-
-
-def _idle(state: _Pool, node: int) -> list[tuple[int, MigPlacement]]:
-    """``node``'s instances that serve nothing and lend no room yet: (GPU, placement)."""
-    used = {(t.gpu, t.placement) for t in state.temps}
-    out = []
-    for d, gpu in enumerate(state.nodes[node]):
-        g = node * state.per_node + d
-        busy = {p for p, s in gpu.assignment if s is not None}
-        out += [(g, p) for p in gpu.layout.placements if p not in busy and (g, p) not in used]
-    return out
-
-
-def _borrow(state: _Pool, blocked: int, final: list[tuple[GpuPlan, ...]], pending: list[int],
-            lending: list[bool], stages: list[NodeStage]) -> bool:
-    """Temporary replicas for what blocks ``blocked``: idle instances of final nodes first, then
-    a final node given an intermediate layout; whether any was added."""
-    short = _short(state, blocked)
-    hosts = [n for n in range(len(state.nodes)) if n != blocked and n not in pending]
-    added = False
-    for service, wants in short.items():  # an idle instance: a pod, no new layout
-        need, lone = wants
-        for g, p in [i for n in hosts for i in _idle(state, n)]:
-            rate = state.rate(service, p)
-            if (need > 0 and rate > 0) or (lone and need <= 0):
-                state.temps.append(Temporary(service, g, p))
-                need, lone, added = need - rate, False, True
-        short[service] = (need, lone)
-    left = {s: v for s, v in short.items() if v[0] > 0 or v[1]}
-    if not left:
-        return added
-    free = [n for n in hosts if not any(t.gpu // state.per_node == n for t in state.temps)]
-    for n in sorted(free, key=lambda n: (any(g.assignment for g in final[n]), n)):
-        if state.lacks(n) is not None:
-            continue
-        gpus, temps = _make_room(state, n, left)
-        if temps:
-            stages.append(_move(state, n, gpus, False))
-            state.temps += temps
-            lending[n] = True
-            pending.append(n)
-            return True
-    return added
-
-
-def _make_room(state: _Pool, node: int,
-               short: dict[str, tuple[float, bool]]) -> tuple[tuple[GpuPlan, ...], list[Temporary]]:
-    """``node``'s GPUs with new instances in their free slots for the services ``short``."""
-    gpus = list(state.nodes[node])
-    temps: list[Temporary] = []
-    for service, wants in short.items():
-        need, lone = wants
-        for d, gpu in enumerate(gpus):
-            placed = tuple(gpu.layout.placements)
-            for p in _profiles(state, service, need):
-                if need <= 0 and not lone:
-                    break
-                if _fits(state, (*placed, p)):
-                    placed = (*placed, p)
-                    temps.append(Temporary(service, node * state.per_node + d, p))
-                    need, lone = need - state.rate(service, p), False
-            gpus[d] = GpuPlan(state.problem.geometry.layout(placed), gpu.assignment)
-    return tuple(gpus), temps
-
-
 def check_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...], stages: NodeStages,
                  target: tuple[GpuPlan, ...], per_node: int) -> None:
     """Replay ``stages``: every drain keeps the invariants with the temporary replicas then
@@ -383,7 +197,7 @@ def check_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...], stages
     count = max(-(-pool // per_node), 1 + max((s.node for s in stages.stages), default=-1))
     today = list(current) + [empty] * (count * per_node - len(current))
     goal = list(target) + [empty] * (count * per_node - len(target))
-    state = _Pool(problem, [_node_gpus(today, n, per_node) for n in range(count)], per_node,
+    state = Pool(problem, [node_gpus(today, n, per_node) for n in range(count)], per_node,
                   floor_of(problem, current), replicas_today(problem, current))
     for k, stage in enumerate(stages.stages, 1):
         if stage.before != state.nodes[stage.node]:
@@ -415,5 +229,5 @@ def check_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...], stages
     if not all(stage.final for stage in last.values()):
         raise InfeasibleError("a node ends at an intermediate layout")
     for n in range(count):
-        if _differs(state.nodes[n], _node_gpus(goal, n, per_node)):
+        if differs(state.nodes[n], node_gpus(goal, n, per_node)):
             raise InfeasibleError(f"node {n} does not end at its target layout and replicas")
