@@ -127,8 +127,8 @@ def mig(
     planner's order, with temporary replicas where a node's services lack slack, never
     draining a node whose services lack it (exit 1 if it stops, or if no safe node order
     reaches every node and --partial is not given)."""
-    from cotenant.integrations.k8s.mig.controller import Settings  # noqa: PLC0415
     from cotenant.integrations.k8s.mig.run import MigJob, run_mig  # noqa: PLC0415
+    from cotenant.integrations.k8s.mig.steps import Settings  # noqa: PLC0415
 
     names = tuple(n.strip() for n in nodes.split(",") if n.strip())
     if not names:

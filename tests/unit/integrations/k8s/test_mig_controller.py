@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from cotenant.agent.backends import ManualClock
 from cotenant.errors import InfeasibleError, InputError, PermanentError
-from cotenant.integrations.k8s.mig.controller import RolloutReport, Settings, run_rollout
+from cotenant.integrations.k8s.mig.controller import RolloutReport, run_rollout
 from cotenant.integrations.k8s.mig.fake import FakeMigNodes
 from cotenant.integrations.k8s.mig.rollout import (
     NodeChange,
@@ -33,6 +33,7 @@ from cotenant.integrations.k8s.mig.steps import (
     Action,
     Cursor,
     Seen,
+    Settings,
     lacks_slack,
 )
 from cotenant.model.deployment import parse_deployment

@@ -13,12 +13,13 @@ from typing import Protocol, TypeVar
 from cotenant.errors import CotenantError
 from cotenant.integrations.k8s.mig.rollout import Rollout, TempReplica
 from cotenant.integrations.k8s.mig.steps import (
+    DEFAULT_SETTINGS,
     Act,
     Action,
     Cursor,
-    Limits,
     Seen,
     ServingPod,
+    Settings,
     TempPod,
     step,
 )
@@ -69,20 +70,6 @@ class TempPods(Protocol):
 
 class MigApi(MigNodes, TempPods, Protocol):
     """What the controller reads and writes in the cluster."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    timeout_s: float = 900.0
-    """Seconds a node may take from its label write to ``success`` (a reboot included)."""
-    poll_s: float = 5.0
-    """Seconds between reads of a node's state while it applies."""
-    ready_s: float = 300.0
-    """Seconds a temporary pod, or a changed node's new serving pods, may take to become Ready
-    (image pull included)."""
-    partial: bool = False
-    """Whether a rollout with no safe node order for every node goes as far as it safely can
-    (it may leave intermediate layouts and temporary pods behind) rather than being refused."""
 
 
 @dataclass
@@ -136,7 +123,7 @@ def _carry_out(api: MigApi, action: Action) -> None:
 
 
 def run_rollout(rollout: Rollout, api: MigApi, clock: Callable[[], float],
-                sleep: Callable[[float], object], settings: Settings = Settings(),
+                sleep: Callable[[float], object], settings: Settings = DEFAULT_SETTINGS,
                 on_action: Callable[[float, Action], None] | None = None) -> RolloutReport:
     """Carry out ``rollout`` change by change; stops at the first failure, timeout or node
     that lacks slack, and says why in the report's ``outcome``. A rollout with no safe node
@@ -153,13 +140,12 @@ def run_rollout(rollout: Rollout, api: MigApi, clock: Callable[[], float],
         return report
     cursor = Cursor()
     nodes = tuple(dict.fromkeys(c.node for c in rollout.changes))
-    limits = Limits(settings.timeout_s, settings.ready_s)
     while True:
         now = clock()
         try:
             seen = Seen(_Lazy(api.node_labels, nodes), api.temporary_pods(),
                         _Lazy(api.serving_pods, nodes))
-            action, after = step(rollout, cursor, seen, now, limits)
+            action, after = step(rollout, cursor, seen, now, settings)
             if action.act not in (Act.WAIT, Act.DONE, Act.STOP):
                 _carry_out(api, action)
         except CotenantError as exc:

@@ -15,12 +15,11 @@ from cotenant.errors import CotenantError, InputError
 from cotenant.integrations.k8s.mig.controller import (
     MigApi,
     RolloutReport,
-    Settings,
     run_rollout,
 )
 from cotenant.integrations.k8s.mig.fake import FakeMigNodes
 from cotenant.integrations.k8s.mig.rollout import Rollout, describe, plan_rollout
-from cotenant.integrations.k8s.mig.steps import Action
+from cotenant.integrations.k8s.mig.steps import Action, Settings
 from cotenant.model.deployment import parse_deployment
 from cotenant.model.documents import loads_yaml
 from cotenant.model.serving import parse_spec

@@ -139,11 +139,20 @@ class Cursor:
 
 
 @dataclass(frozen=True)
-class Limits:
+class Settings:
     timeout_s: float = 900.0
-    """Seconds a node may take from its label write to ``success``."""
+    """Seconds a node may take from its label write to ``success`` (a reboot included)."""
+    poll_s: float = 5.0
+    """Seconds between reads of a node's state while it applies."""
     ready_s: float = 300.0
-    """Seconds a temporary pod may take to become Ready."""
+    """Seconds a temporary pod, or a changed node's new serving pods, may take to become Ready
+    (image pull included)."""
+    partial: bool = False
+    """Whether a rollout with no safe node order for every node goes as far as it safely can
+    (it may leave intermediate layouts and temporary pods behind) rather than being refused."""
+
+
+DEFAULT_SETTINGS = Settings()
 
 
 def node_replicas(rollout: Rollout, cursor: Cursor) -> dict[str, tuple[tuple[str, float], ...]]:
@@ -265,7 +274,7 @@ def _begin(rollout: Rollout, cursor: Cursor, seen: Seen,
 
 
 def _start(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
-           limits: Limits) -> tuple[Action, Cursor]:
+           settings: Settings) -> tuple[Action, Cursor]:
     """Bring the change's temporary replicas into rotation, then drain (or label) its node."""
     change = rollout.changes[cursor.stage]
     for t in change.temporaries:
@@ -274,9 +283,9 @@ def _start(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
     waiting = [t for t in change.temporaries if not seen.temps[t.name].ready]
     if waiting:
         since = now if cursor.since is None else cursor.since
-        if now - since >= limits.ready_s:
+        if now - since >= settings.ready_s:
             return Action(Act.STOP, waiting[0].node, pod=waiting[0], reason=(
-                f"not Ready within {limits.ready_s:g} s; {change.node} was not drained "
+                f"not Ready within {settings.ready_s:g} s; {change.node} was not drained "
                 "(see the pod's events)")), cursor
         return Action(Act.WAIT, waiting[0].node, pod=waiting[0], reason="not Ready"), replace(
             cursor, since=since)
@@ -316,7 +325,7 @@ def _label(rollout: Rollout, cursor: Cursor, seen: Seen, now: float) -> tuple[Ac
 
 
 def _applying(change: NodeChange, cursor: Cursor, seen: Seen, now: float,
-              limits: Limits) -> tuple[Action, Cursor]:
+              settings: Settings) -> tuple[Action, Cursor]:
     """Wait for the MIG manager's answer to the change's label."""
     labels = seen.labels.get(change.node, {})
     state = labels.get(STATE_LABEL)
@@ -335,25 +344,25 @@ def _applying(change: NodeChange, cursor: Cursor, seen: Seen, now: float,
                       f"the MIG manager reports {STATE_LABEL}=failed; the node stays out of "
                       "rotation (see the nvidia-mig-manager pod's log)"), cursor
     since = now if cursor.since is None else cursor.since
-    if now - since >= limits.timeout_s:
+    if now - since >= settings.timeout_s:
         return Action(Act.STOP, change.node, change.config,
-                      f"no success within {limits.timeout_s:g} s (state {state or 'unset'}); "
+                      f"no success within {settings.timeout_s:g} s (state {state or 'unset'}); "
                       "the node stays out of rotation"), cursor
     return Action(Act.WAIT, change.node, change.config, state or "unset"), replace(
         cursor, since=since)
 
 
 def _restored(change: NodeChange, cursor: Cursor, seen: Seen, now: float,
-              limits: Limits) -> tuple[Action | None, Cursor]:
+              settings: Settings) -> tuple[Action | None, Cursor]:
     """Wait until the node's new pods (the user's Deployments create them) are Ready and in
     rotation for every replica the plan puts back, before anything relies on them."""
     missing = _missing(change, seen)
     if not missing:
         return None, replace(cursor, phase=Phase.RELEASING, since=None)
     since = now if cursor.since is None else cursor.since
-    if now - since >= limits.ready_s:
+    if now - since >= settings.ready_s:
         return Action(Act.STOP, change.node, change.config, (
-            f"its new replicas are not all Ready and in rotation within {limits.ready_s:g} s "
+            f"its new replicas are not all Ready and in rotation within {settings.ready_s:g} s "
             f"(missing: {missing}); nothing else was drained")), cursor
     return (Action(Act.WAIT, change.node, change.config, f"its new pods: missing {missing}"),
             replace(cursor, since=since))
@@ -371,7 +380,7 @@ def _release(rollout: Rollout, cursor: Cursor, seen: Seen) -> Action | None:
 
 
 def step(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
-         limits: Limits = Limits()) -> tuple[Action, Cursor]:
+         settings: Settings = DEFAULT_SETTINGS) -> tuple[Action, Cursor]:
     """The next action and the cursor once it is carried out."""
     if cursor == Cursor():  # a run's first step: what the cluster shows must be explained
         why = unexplained(rollout, seen)
@@ -384,7 +393,7 @@ def step(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
             if action is not None:
                 return action, cursor
         elif cursor.phase is Phase.STARTING:
-            return _start(rollout, cursor, seen, now, limits)
+            return _start(rollout, cursor, seen, now, settings)
         elif cursor.phase is Phase.DRAINED:
             return _label(rollout, cursor, seen, now)
         elif cursor.phase is Phase.LABELLED:
@@ -393,11 +402,11 @@ def step(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
                 return Action(Act.STOP, change.node, change.config, (
                     f"while it applies, {lost} (a temporary replica is no longer Ready); it "
                     "stays out of rotation until a rerun after success")), cursor
-            return _applying(change, cursor, seen, now, limits)
+            return _applying(change, cursor, seen, now, settings)
         elif cursor.phase is Phase.HALTED:
             return Action(Act.STOP, change.node, reason=cursor.why), cursor
         elif cursor.phase is Phase.RESTORED:
-            waiting, cursor = _restored(change, cursor, seen, now, limits)
+            waiting, cursor = _restored(change, cursor, seen, now, settings)
             if waiting is not None:
                 return waiting, cursor
         else:
