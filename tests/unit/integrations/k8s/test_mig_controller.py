@@ -402,7 +402,7 @@ def test_slack_counts_what_earlier_changes_put_back_and_temporary_pods_in_rotati
     rollout = Rollout(
         changes=(NodeChange("a", "c0", (), (("svc", 60.0),), True),
                  NodeChange("b", "c1", (("svc", 100.0),), (), True, (temp,), (temp,))),
-        services=("svc",), capacity=(100.0,), floor=(50.0,), replicas=(1,), configs={})
+        services=("svc",), floor=(50.0,), replicas=(1,), configs={})
     from cotenant.integrations.k8s.mig.steps import TempPod  # noqa: PLC0415
 
     none = Seen({})
@@ -427,7 +427,7 @@ def test_bad_node_lists_are_one_line_errors(nodes: list[str], per_node: int,
 
 def test_a_node_whose_layouts_do_not_change_is_relabelled_without_a_drain() -> None:
     same = NodeChange("a", "c0", (("svc", 100.0),), (("svc", 100.0),), False)
-    rollout = Rollout((same,), ("svc",), (100.0,), (100.0,), (1,), {})
+    rollout = Rollout((same,), ("svc",), (100.0,), (1,), {})
     clock = ManualClock()
     fake = FakeMigNodes.for_rollout(rollout, clock)
     report = roll(rollout, fake, clock)

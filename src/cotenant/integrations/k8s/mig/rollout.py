@@ -27,8 +27,6 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from cotenant.errors import InputError
 from cotenant.model.deployment import Deployment, GpuPlan
 from cotenant.model.serving import ServingSpec
@@ -87,8 +85,6 @@ class Rollout:
     changes: tuple[NodeChange, ...]
     """In the order they are carried out; a node may change more than once."""
     services: tuple[str, ...]
-    capacity: tuple[float, ...]
-    """Per service, req/s in rotation today."""
     floor: tuple[float, ...]
     """Per service, req/s that must stay in rotation: min(demand, capacity today)."""
     replicas: tuple[int, ...]
@@ -153,16 +149,9 @@ def build_rollout(problem: PartitionProblem, gpu_model: str, current: tuple[GpuP
                                s.drains, tuple(temp(t) for t in s.temporaries),
                                tuple(temp(t) for t in s.release), s.final)
                     for s in plan.stages)
-    rate_today = np.zeros(len(problem.services))
-    index = {s: k for k, s in enumerate(problem.services)}
-    for c in {c.node: c for c in reversed(changes)}.values():  # each node's first change
-        for service, rate in c.drain:
-            if service in index:
-                rate_today[index[service]] += rate
     blocked = None if plan.blocked is None else f"{nodes[plan.blocked]}: {plan.why}"
-    return Rollout(changes, tuple(problem.services), tuple(rate_today.tolist()),
-                   plan.floor, tuple(int(x) for x in replicas_today(problem, current)),
-                   document, blocked)
+    return Rollout(changes, tuple(problem.services), plan.floor,
+                   tuple(int(x) for x in replicas_today(problem, current)), document, blocked)
 
 
 def describe(rollout: Rollout) -> list[str]:
