@@ -11,8 +11,6 @@ from hypothesis import strategies as st
 
 from cotenant.errors import InfeasibleError
 from cotenant.model.deployment import GpuPlan
-from cotenant.model.gpu import CATALOG
-from cotenant.model.mig import MigLayout
 from cotenant.policies.partition import PARTITION, PartitionProblem
 from cotenant.policies.partition.reconfig import (
     SearchBound,
@@ -24,31 +22,13 @@ from cotenant.policies.partition.reconfig import (
     plan_steps,
     search_steps,
 )
-
-GEOMETRY = CATALOG.get("A100-40GB").mig
-assert GEOMETRY is not None
-PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
-RATES = [[100, 190, 260, 330, 650], [50, 100, 150, 200, 350]]
-
-
-def problem(demand: list[float]) -> PartitionProblem:
-    assert GEOMETRY is not None
-    return PartitionProblem(
-        GEOMETRY, ("a", "b"), np.array(demand, dtype=np.float64), PROFILES,
-        np.array(RATES, dtype=np.float64),
-    )
-
-
-def gpu(text: str, services: list[str | None]) -> GpuPlan:
-    assert GEOMETRY is not None
-    layout = GEOMETRY.parse(text)
-    return GpuPlan(layout, tuple(zip(layout.placements, services, strict=True)))
+from tests.unit.policies.reconfig_helpers import EMPTY, GEOMETRY, PROFILES, gpu, problem
 
 
 def test_moves_work_to_a_free_gpu_first() -> None:
     # Today: GPU 0 is one 7g for a (650 req/s), GPU 1 is free. Plan: a on 4g+3g of one GPU.
     pb = problem([500, 0])
-    current = (gpu("7g.40gb@0", ["a"]), GpuPlan(MigLayout(), ()))
+    current = (gpu("7g.40gb@0", ["a"]), EMPTY)
     plan = (gpu("4g.20gb@0,3g.20gb@4", ["a", "a"]),)
     result = plan_steps(pb, current, plan)
     kinds = [s.kind for s in result.steps]
@@ -83,7 +63,7 @@ def test_no_safe_order_without_a_spare_gpu_is_reported() -> None:
 
 def test_checker_fails_a_step_list_that_drops_a_service() -> None:
     pb = problem([500, 0])
-    current = (gpu("7g.40gb@0", ["a"]), GpuPlan(MigLayout(), ()))
+    current = (gpu("7g.40gb@0", ["a"]), EMPTY)
     target_gpu = gpu("4g.20gb@0,3g.20gb@4", ["a", "a"])
     seven = current[0].layout.placements[0]
     four, three = target_gpu.layout.placements
@@ -98,7 +78,7 @@ def test_checker_fails_a_step_list_that_drops_a_service() -> None:
         Step(StepKind.START, 0, three, "a"),
     )
     with pytest.raises(InfeasibleError, match=r"step 1 .*: a would have 0\.0 req/s in rotation"):
-        check_steps(pb, current, dropping, (target_gpu, GpuPlan(MigLayout(), ())))
+        check_steps(pb, current, dropping, (target_gpu, EMPTY))
 
 
 def test_checker_refuses_what_the_driver_refuses() -> None:
@@ -113,7 +93,7 @@ def test_checker_refuses_what_the_driver_refuses() -> None:
     with pytest.raises(InfeasibleError, match="replica still running"):
         check_steps(pb, current, (Step(StepKind.DESTROY, 0, seven),), current)
     with pytest.raises(InfeasibleError, match="not as the plan says"):
-        check_steps(pb, current, (), (GpuPlan(MigLayout(), ()),) * 2)
+        check_steps(pb, current, (), (EMPTY,) * 2)
 
 
 NO_SAFE_ORDER: list[bool] = []
@@ -137,7 +117,7 @@ def test_random_replans_are_safe(before: list[float], after: list[float],
     enough = len(new.gpus)
     spare = data.draw(st.integers(0, enough), label="spare")
     pb = problem(after)
-    current = old.gpus + (GpuPlan(MigLayout(), ()),) * spare
+    current = old.gpus + (EMPTY,) * spare
     try:
         result = plan_steps(pb, current, new.gpus)
     except InfeasibleError as exc:
@@ -170,7 +150,7 @@ def three_busy_sevens() -> tuple[PartitionProblem, tuple[GpuPlan, ...], tuple[Gp
     pb = PartitionProblem(GEOMETRY, ("a", "b", "c"), np.array([590.0] * 3), PROFILES,
                           np.array(FOUR_THREE, dtype=np.float64))
     current = (gpu("7g.40gb@0", ["a"]), gpu("7g.40gb@0", ["b"]), gpu("7g.40gb@0", ["c"]),
-               GpuPlan(MigLayout(), ()))
+               EMPTY)
     plan = (gpu("4g.20gb@0,3g.20gb@4", ["a", "b"]), gpu("4g.20gb@0,3g.20gb@4", ["b", "c"]),
             gpu("4g.20gb@0,3g.20gb@4", ["c", "a"]))
     return pb, current, plan

@@ -6,17 +6,14 @@ the floors after each write."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cotenant.errors import InfeasibleError
 from cotenant.model.deployment import GpuPlan
-from cotenant.model.gpu import CATALOG
-from cotenant.model.mig import MigLayout
-from cotenant.policies.partition import PARTITION, PartitionProblem
-from cotenant.policies.partition.reconfig import Reconfiguration, plan_steps
+from cotenant.policies.partition import PartitionProblem
+from cotenant.policies.partition.reconfig import plan_steps
 from cotenant.policies.partition.reconfig.stages import (
     NodeStage,
     NodeStages,
@@ -24,24 +21,7 @@ from cotenant.policies.partition.reconfig.stages import (
     differs,
     node_stages,
 )
-
-GEOMETRY = CATALOG.get("A100-40GB").mig
-assert GEOMETRY is not None
-PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
-RATES = [[100, 190, 260, 330, 650], [50, 100, 150, 200, 350]]
-EMPTY = GpuPlan(MigLayout(), ())
-
-
-def problem(demand: list[float]) -> PartitionProblem:
-    assert GEOMETRY is not None
-    return PartitionProblem(GEOMETRY, ("a", "b"), np.array(demand, dtype=np.float64), PROFILES,
-                            np.array(RATES, dtype=np.float64))
-
-
-def gpu(text: str, services: list[str | None]) -> GpuPlan:
-    assert GEOMETRY is not None
-    layout = GEOMETRY.parse(text)
-    return GpuPlan(layout, tuple(zip(layout.placements, services, strict=True)))
+from tests.unit.policies.reconfig_helpers import EMPTY, gpu, problem, replan
 
 
 def test_a_partial_change_the_planner_makes_in_place_borrows_an_empty_node() -> None:
@@ -108,18 +88,6 @@ def test_the_checker_fails_a_drain_under_a_temporary_replica_or_one_left_behind(
                                                move.temporaries), move, back), good.floor)
     with pytest.raises(InfeasibleError, match="stage 3: node 1 changes under a temporary"):
         check_stages(pb, current, early, change.target, 1)
-
-
-def replan(before: list[float], after: list[float], spare: int
-           ) -> tuple[PartitionProblem, tuple[GpuPlan, ...], Reconfiguration]:
-    """From the greedy plan for demand ``before`` (with ``spare`` empty GPUs beside) to the
-    greedy plan for ``after``: the problem, today's GPUs and the planner's safe steps
-    (:class:`InfeasibleError` where it finds none)."""
-    old = PARTITION.get("greedy")(problem(before), 1.0)
-    new = PARTITION.get("greedy")(problem(after), 1.0)
-    pb = problem(after)
-    current = old.gpus + (EMPTY,) * spare
-    return pb, current, plan_steps(pb, current, new.gpus)
 
 
 COMPLETED: list[bool] = []

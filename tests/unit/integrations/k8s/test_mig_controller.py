@@ -40,7 +40,8 @@ from cotenant.model.deployment import parse_deployment
 from cotenant.model.serving import parse_spec
 from cotenant.perf.mig_profiles import default_table
 from cotenant.policies.partition.reconfig import Reconfiguration, StepKind, plan_steps
-from tests.unit.policies.test_reconfig_stages import idle_beside, replan
+from tests.unit.policies.reconfig_helpers import replan
+from tests.unit.policies.test_reconfig_stages import idle_beside
 
 EXAMPLES = Path(__file__).parents[4] / "examples"
 NODES = ["gpu-a", "gpu-b", "gpu-c", "gpu-d"]
