@@ -159,3 +159,14 @@ def test_a_stuck_node_order_is_searched_for_a_safe_one(before: list[float], afte
     stages = node_stages(pb, current, change, per_node)
     assert stages.blocked is None, stages.why
     check_stages(pb, current, stages, change.target, per_node)
+
+
+def test_a_temporary_replica_takes_the_profile_its_service_has_today() -> None:
+    # b serves on a 3g today; a 2g would cover its floor, but the pod copied for the
+    # temporary replica was sized for a 3g, so the lent room gets a 3g where it fits
+    pb = problem([300, 90])
+    current = (gpu("4g.20gb@0,3g.20gb@4", ["a", "b"]), EMPTY)
+    plan = (gpu("4g.20gb@0,1g.5gb@4,1g.5gb@5", ["a", "b", "b"]),)
+    stages = node_stages(pb, current, plan_steps(pb, current, plan), 1)
+    assert {(t.service, t.placement.profile.name) for t in stages.stages[2].temporaries} == {
+        ("a", "4g.20gb"), ("b", "3g.20gb")}

@@ -33,14 +33,19 @@ def _fits(state: Pool, placements: tuple[MigPlacement, ...]) -> bool:
 
 
 def _profiles(state: Pool, service: str, need: float) -> list[MigPlacement]:
-    """Placements to try for a temporary replica of ``service``: the smallest profile that
-    covers ``need``, else the largest first (as the ordering rules borrow)."""
+    """Placements to try for a temporary replica of ``service``: first the profiles its
+    replicas have today (the pod copied for it was sized for them; those that cover ``need``
+    smallest first, then the rest largest first), then the smallest profile that covers
+    ``need``, else the largest first (as the ordering rules borrow)."""
     s = state.problem.services.index(service)
     sizes = sorted(state.problem.geometry.profiles, key=lambda q: q.compute_slices)
     serving = [q for q in sizes if state.problem.rate_of(s, q.name) > 0]
     covering = [q for q in serving if state.problem.rate_of(s, q.name) >= need]
+    usual = [q for q in serving if q.name in state.usual.get(service, ())]
+    usual = [q for q in usual if q in covering] + [q for q in usual[::-1] if q not in covering]
     chosen = covering[:1] or serving[::-1] or sizes[:1]
-    return [MigPlacement(q, start) for q in chosen for start in q.starts]
+    ordered = [*usual, *(q for q in chosen if q not in usual)]
+    return [MigPlacement(q, start) for q in ordered for start in q.starts]
 
 
 def _idle(state: Pool, node: int) -> list[tuple[int, MigPlacement]]:

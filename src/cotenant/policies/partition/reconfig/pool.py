@@ -76,6 +76,8 @@ class Pool:
     floor: np.ndarray
     today: np.ndarray
     temps: list[Temporary] = field(default_factory=list)
+    usual: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Per service, the profiles its replicas have today (a temporary replica's first try)."""
 
     def rate(self, service: str, placement: MigPlacement) -> float:
         if service not in self.problem.services:

@@ -77,8 +77,14 @@ def node_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...],
     today = list(current) + [empty] * (count * per_node - len(current))
     after = list(change.target) + [empty] * (count * per_node - len(change.target))
     final = [node_gpus(after, n, per_node) for n in range(count)]
+    usual: dict[str, set[str]] = {}
+    for g in current:
+        for p, service in g.assignment:
+            if service is not None:
+                usual.setdefault(service, set()).add(p.profile.name)
     state = Pool(problem, [node_gpus(today, n, per_node) for n in range(count)], per_node,
-                  floor_of(problem, current), replicas_today(problem, current))
+                  floor_of(problem, current), replicas_today(problem, current), [],
+                  {s: frozenset(names) for s, names in usual.items()})
     first: dict[int, int] = {}
     for k, step in enumerate(change.steps):
         if step.kind in LAYOUT_STEPS:
@@ -109,7 +115,8 @@ class _Path:
 
     def copy(self) -> _Path:
         state = Pool(self.state.problem, list(self.state.nodes), self.state.per_node,
-                      self.state.floor, self.state.today, list(self.state.temps))
+                      self.state.floor, self.state.today, list(self.state.temps),
+                      self.state.usual)
         return _Path(state, list(self.pending), list(self.lending), list(self.stages))
 
 
