@@ -68,7 +68,7 @@ class CheckedNodes(FakeMigNodes):
     def served(self, node: str) -> tuple[tuple[str, float], ...]:
         changes = [c for c in self.rollout.changes if c.node == node]
         for c in changes:
-            if c.drains and c.config == self.layouts.get(node):
+            if c.config == self.layouts.get(node):
                 return c.restore
         return changes[0].drain
 
@@ -76,8 +76,10 @@ class CheckedNodes(FakeMigNodes):
         rate: Counter[str] = Counter()
         count: Counter[str] = Counter()
         for node in self.labels:
-            if all(p.serving for p in self.serving_pods(node)):  # in rotation and Ready
-                for service, r in self.served(node):
+            room = Counter(p.service for p in self.serving_pods(node) if p.serving)
+            for service, r in self.served(node):  # as far as its pods serve
+                if room[service] > 0:
+                    room[service] -= 1
                     rate[service] += r
                     count[service] += 1
         known = self.rollout.temporaries
@@ -365,7 +367,7 @@ def test_a_node_already_applied_is_not_relabelled() -> None:
     first = rollout.changes[0]
     fake.labels[first.node].update({CONFIG_LABEL: first.config, STATE_LABEL: "success"})
     fake.layouts[first.node] = first.config
-    fake.serves[first.node] = fake.replicas[first.node, first.config]  # its pods run
+    fake.serves[first.node] = [(s, 0.0) for s in fake.replicas[first.node, first.config]]
     report = roll(rollout, fake, clock)
     assert report.ok
     assert report.actions[0][1] == Action(Act.RESTORE, first.node, first.config,
@@ -616,3 +618,18 @@ def test_config_names_name_their_layouts_across_rollouts() -> None:
     report = roll(rollout, fake, clock)
     assert report.ok, report.outcome
     assert f"label {first.node}={first.config}" in fake.events  # not taken for done
+
+
+def test_a_node_that_only_gains_a_replica_is_counted_once_its_new_pod_serves() -> None:
+    # n1 keeps its layout and gains a replica of a (not drained); n0's drain needs it
+    pb, current, change = replan([1201.0, 0.0], [901.0, 0.0], 1)
+    rollout = build_rollout(pb, "A100-40GB", current, change, ["n0", "n1", "n2"], 1)
+    gains = [c for c in rollout.changes if not c.drains and len(c.restore) > len(c.drain)]
+    assert [c.node for c in gains] == ["n1"]
+    clock = ManualClock()
+    fake = checked(rollout, clock)
+    fake.serve_s = 40.0
+    report = roll(rollout, fake, clock)
+    assert report.ok, report.outcome
+    at = {str(a): t for t, a in report.actions}
+    assert at["drain n0"] >= at[f"label n1 nvidia.com/mig.config={gains[0].config}"] + 30 + 40

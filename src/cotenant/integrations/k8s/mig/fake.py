@@ -11,8 +11,9 @@ cannot repartition GPUs that have processes on them), and the temporary pods on 
 
 A node's serving pods are those of the replicas its applied config serves (per config, as the
 rollout says); when a new layout is applied, the old ones go and the new ones (which the
-user's Deployments create) become Ready ``serve_s`` later. They are in rotation while the
-node is (``cotenant.io/rotation``).
+user's Deployments create) become Ready ``serve_s`` later; a config with the same layout
+keeps the pods it keeps and adds those it gains, Ready ``serve_s`` later. They are in
+rotation while the node is (``cotenant.io/rotation``).
 
 A temporary pod becomes Ready ``ready_s`` after it is created if its node is up and the
 node's applied config has an instance of its profile for it (else it stays Pending, as a pod
@@ -23,6 +24,7 @@ state stays as it is and its pods never become Ready.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,10 +69,8 @@ class FakeMigNodes:
     """Seconds after a new layout is applied until its serving pods are Ready."""
     replicas: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     """Per (node, config), the services of the serving pods that config's layout runs."""
-    serves: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """Per node, the services of its serving pods now."""
-    up_at: dict[str, float] = field(default_factory=dict)
-    """Per node, when its serving pods are Ready."""
+    serves: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    """Per node, its serving pods now: each one's service and when it is Ready."""
     _written: dict[str, float] = field(default_factory=dict)
     _busy: set[str] = field(default_factory=set)
 
@@ -92,7 +92,7 @@ class FakeMigNodes:
             fake.replicas[change.node, change.config] = tuple(s for s, _ in change.restore)
             if change.node in fake.labels:
                 continue
-            fake.serves[change.node] = tuple(s for s, _ in change.drain)
+            fake.serves[change.node] = [(s, float("-inf")) for s, _ in change.drain]
             fake.add_node(change.node, serving=bool(change.drain))
             if not change.drains:
                 fake.layouts[change.node] = change.config
@@ -114,11 +114,24 @@ class FakeMigNodes:
             return
         labels[STATE_LABEL] = states[min(step, len(states)) - 1]
         if labels[STATE_LABEL] == "success":
-            if self.layouts.get(name) != labels[CONFIG_LABEL]:  # new pods for the new layout
-                self.serves[name] = self.replicas.get((name, labels[CONFIG_LABEL]), ())
-                self.up_at[name] = self.clock() + self.serve_s
+            self._redeploy(name, labels[CONFIG_LABEL])
             self.layouts[name] = labels[CONFIG_LABEL]
             del self._written[name]
+
+    def _redeploy(self, name: str, config: str) -> None:
+        """The serving pods once ``config`` is applied: all new for a new layout; for the
+        same layout, those it keeps stay and those it gains come (new pods, Ready later)."""
+        want = self.replicas.get((name, config))
+        up = self.clock() + self.serve_s
+        if self.layouts.get(name) != config:
+            self.serves[name] = [(s, up) for s in want or ()]
+        elif want is not None:
+            left, keep = Counter(want), []
+            for service, at in self.serves.get(name, []):
+                if left[service] > 0:
+                    left[service] -= 1
+                    keep.append((service, at))
+            self.serves[name] = keep + [(s, up) for s in left.elements()]
 
     def node_labels(self, node: str) -> dict[str, str]:
         self._node(node)
@@ -149,9 +162,9 @@ class FakeMigNodes:
     def serving_pods(self, node: str) -> tuple[ServingPod, ...]:
         self._node(node)
         self._advance(node)
-        ready = node not in self.down and self.clock() >= self.up_at.get(node, float("-inf"))
         rotation = "in" if self.rotation[node] else "out"
-        return tuple(ServingPod(s, ready, rotation) for s in self.serves.get(node, ()))
+        return tuple(ServingPod(s, node not in self.down and self.clock() >= at, rotation)
+                     for s, at in self.serves.get(node, []))
 
     def _offers(self, node: str, profile: str) -> int:
         """Instances of ``profile`` the node's applied config has."""

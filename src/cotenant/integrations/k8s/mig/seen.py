@@ -99,16 +99,15 @@ DEFAULT_SETTINGS = Settings()
 
 
 def node_replicas(rollout: Rollout, cursor: Cursor) -> dict[str, tuple[tuple[str, float], ...]]:
-    """Per node, the plan's replicas in rotation on it at ``cursor``."""
+    """Per node, the plan's replicas in rotation on it at ``cursor`` (the serving pods seen
+    decide how many of them count, :func:`observed`)."""
     out: dict[str, tuple[tuple[str, float], ...]] = {}
     for c in rollout.changes:
         out.setdefault(c.node, c.drain)
     for k, c in enumerate(rollout.changes[:cursor.stage + 1]):
-        if not c.drains:
-            continue
         if k < cursor.stage or cursor.phase in (Phase.RESTORED, Phase.RELEASING):
-            out[c.node] = c.restore
-        elif cursor.phase in (Phase.DRAINED, Phase.LABELLED):
+            out[c.node] = c.restore  # a change without a drain may gain replicas too
+        elif c.drains and cursor.phase in (Phase.DRAINED, Phase.LABELLED):
             out[c.node] = ()
     return out
 

@@ -103,7 +103,7 @@ def _begin(rollout: Rollout, cursor: Cursor, seen: Seen,
             return (Action(Act.RESTORE, change.node, change.config, "already applied"),
                     replace(cursor, phase=Phase.RESTORED, since=None))
         return (Action(Act.SKIP, change.node, change.config, "already applied"),
-                replace(cursor, phase=Phase.RELEASING, since=None))
+                replace(cursor, phase=Phase.RESTORED, since=None))
     if past(rollout, cursor.stage, labels.get(CONFIG_LABEL), seen):
         return (Action(Act.SKIP, change.node, change.config,
                        f"the node is at a later config, {labels[CONFIG_LABEL]}"),
@@ -178,7 +178,7 @@ def _applying(change: NodeChange, cursor: Cursor, seen: Seen, now: float,
             return (Action(Act.RESTORE, change.node, change.config),
                     replace(cursor, phase=Phase.RESTORED, since=None))
         return (Action(Act.SKIP, change.node, change.config, "applied, nothing to restore"),
-                replace(cursor, phase=Phase.RELEASING, since=None))
+                replace(cursor, phase=Phase.RESTORED, since=None))
     if state == "failed":
         return Action(Act.STOP, change.node, change.config,
                       f"the MIG manager reports {STATE_LABEL}=failed; the node stays out of "
