@@ -119,9 +119,9 @@ def mig(
     time_limit: Annotated[float, typer.Option(min=0.01, callback=finite,
                                               help="seconds for the planner")] = 10.0,
     partial: Annotated[bool, typer.Option(
-        "--partial", help="where no safe node order reaches every node, go as far as it "
-                          "safely can (may leave intermediate layouts and temporary pods) "
-                          "instead of refusing")] = False,
+        "--partial", help="where no safe node order reaches every node, carry out the "
+                          "changes before the blocked one that leave no temporary pod or "
+                          "intermediate layout behind, instead of refusing")] = False,
 ) -> None:
     """Apply a ServingPlan's MIG layouts through NVIDIA's MIG manager, node by node, in the
     planner's order, with temporary replicas where a node's services lack slack, never

@@ -85,7 +85,7 @@ def test_mig_dry_run_exits_1_where_no_order_is_safe(capsys: Capsys) -> None:
                        "--gpus-per-node", "4", "--dry-run", "--time-limit", "2")
     assert code == 1
     assert "stop: big cannot be drained: " in out.splitlines()[-1]
-    assert "nothing was changed (--partial goes as far as it safely can)" in out
+    assert "nothing was changed (--partial carries out the changes before it" in out
     assert " label " not in out
     assert " drain " not in out
 

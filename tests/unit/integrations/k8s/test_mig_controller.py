@@ -439,6 +439,9 @@ def test_a_node_whose_layouts_do_not_change_is_relabelled_without_a_drain() -> N
     assert fake.labels["a"][STATE_LABEL] == "success"
 
 
+PARTIAL: list[int] = []
+
+
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(st.lists(st.floats(0, 2000), min_size=2, max_size=2),
        st.lists(st.floats(0, 2000), min_size=2, max_size=2),
@@ -449,8 +452,8 @@ def test_random_rollouts_keep_every_floor_at_every_write(before: list[float],
     """Random replans through the planner, the node stages and the controller, against the
     fake that checks the floors after each write: they complete where the stages do, leaving
     no temporary pod behind; where the stages are blocked the rollout is refused before any
-    write, and with ``partial`` it goes as far as it safely can and stops naming the blocked
-    node (temporary pods and intermediate layouts may stay: that is what partial means)."""
+    write, and with ``partial`` it carries out the changes that leave no temporary pod and no
+    intermediate layout behind and stops naming the blocked node."""
     try:
         pb, current, change = replan(before, after, spare)
     except InfeasibleError:
@@ -472,6 +475,10 @@ def test_random_rollouts_keep_every_floor_at_every_write(before: list[float],
         report = roll(rollout, fake, clock, Settings(300, 5, 120, partial=True))
         assert report.outcome is not None
         assert report.outcome.reason.startswith(f"{node} cannot be drained: {why}")
+        assert fake.pods == {}  # partial: only the changes that leave nothing behind
+        intermediate = {c.config for c in rollout.changes if not c.final}
+        assert not intermediate & set(fake.layouts.values())
+        PARTIAL.append(len(report.actions))
 
 
 def test_the_fakes_temporary_pod_is_ready_only_where_its_instance_exists() -> None:
@@ -618,6 +625,13 @@ def test_config_names_name_their_layouts_across_rollouts() -> None:
     report = roll(rollout, fake, clock)
     assert report.ok, report.outcome
     assert f"label {first.node}={first.config}" in fake.events  # not taken for done
+
+
+def test_partial_random_rollouts_were_exercised() -> None:
+    if not PARTIAL:
+        test_random_rollouts_keep_every_floor_at_every_write()
+    assert PARTIAL, "no blocked example: the partial branch above never ran"
+    assert any(n > 0 for n in PARTIAL), PARTIAL  # some went part of the way
 
 
 def test_a_node_that_only_gains_a_replica_is_counted_once_its_new_pod_serves() -> None:

@@ -134,7 +134,7 @@ def run_rollout(rollout: Rollout, api: MigApi, clock: Callable[[], float],
         node, why = rollout.blocked.split(": ", 1)
         report.outcome = Action(Act.STOP, reason=(
             f"{node} cannot be drained: {why}; no safe node order was found, so nothing was "
-            "changed (--partial goes as far as it safely can)"))
+            "changed (--partial carries out the changes before it that leave nothing temporary)"))
         if on_action is not None:
             on_action(clock(), report.outcome)
         return report

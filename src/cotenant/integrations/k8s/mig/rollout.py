@@ -93,6 +93,23 @@ class Rollout:
     """The mig-parted document (``version: v1``, ``mig-configs``) the labels name."""
     blocked: str | None = None
     """Where the planner found no safe stage (the controller stops there), or None."""
+    unsafe_from: int | None = None
+    """Where blocked, the index of the first change that is not safe."""
+
+    @property
+    def clean(self) -> int:
+        """How many changes, from the first, are safe and leave no temporary replica and no
+        intermediate layout behind: all of them where the rollout is not blocked, else the
+        most that do before the first unsafe change (what ``--partial`` carries out)."""
+        if self.unsafe_from is None:
+            return len(self.changes)
+        best, out, last = 0, set[str](), dict[str, bool]()
+        for k, c in enumerate(self.changes[:self.unsafe_from], 1):
+            out = (out | {t.name for t in c.temporaries}) - {t.name for t in c.release}
+            last[c.node] = c.final
+            if not out and all(last.values()):
+                best = k
+        return best
 
     @property
     def temporaries(self) -> dict[str, TempReplica]:
@@ -151,7 +168,8 @@ def build_rollout(problem: PartitionProblem, gpu_model: str, current: tuple[GpuP
                     for s in plan.stages)
     blocked = None if plan.blocked is None else f"{nodes[plan.blocked]}: {plan.why}"
     return Rollout(changes, tuple(problem.services), plan.floor,
-                   tuple(int(x) for x in replicas_today(problem, current)), document, blocked)
+                   tuple(int(x) for x in replicas_today(problem, current)), document, blocked,
+                   plan.unsafe_from)
 
 
 def describe(rollout: Rollout) -> list[str]:

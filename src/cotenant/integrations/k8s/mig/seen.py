@@ -91,8 +91,9 @@ class Settings:
     """Seconds a temporary pod, or a changed node's new serving pods, may take to become Ready
     (image pull included)."""
     partial: bool = False
-    """Whether a rollout with no safe node order for every node goes as far as it safely can
-    (it may leave intermediate layouts and temporary pods behind) rather than being refused."""
+    """Whether a rollout with no safe node order for every node carries out the changes
+    before the blocked one that leave no temporary replica or intermediate layout behind
+    (:attr:`~.rollout.Rollout.clean`) rather than being refused."""
 
 
 DEFAULT_SETTINGS = Settings()

@@ -228,6 +228,12 @@ def step(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
             return Action(Act.STOP, reason=why), cursor
     while cursor.stage < len(rollout.changes):
         change = rollout.changes[cursor.stage]
+        if cursor.phase is Phase.IDLE and cursor.stage >= rollout.clean:
+            node, why = str(rollout.blocked).split(": ", 1)
+            return Action(Act.STOP, reason=(
+                f"{node} cannot be drained: {why}; no safe node order was found from here, so "
+                f"the rollout stops after the {cursor.stage} change(s) that leave no temporary "
+                "replica or intermediate layout behind")), cursor
         if cursor.phase is Phase.IDLE:
             action, cursor = _begin(rollout, cursor, seen, now)
             if action is not None:

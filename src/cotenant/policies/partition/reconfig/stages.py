@@ -65,6 +65,8 @@ class NodeStages:
     """The first node no safe stage was found for (the stages from there on are unsafe)."""
     why: str | None = None
     """Why that node cannot be drained."""
+    unsafe_from: int | None = None
+    """Where blocked, the index of the first stage that is not safe (that node's)."""
 
 
 def node_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...],
@@ -95,9 +97,11 @@ def node_stages(problem: PartitionProblem, current: tuple[GpuPlan, ...],
     state, pending, stages = path.state, path.pending, path.stages
     why = None if blocked is None else (state.lacks(blocked) or "it lends room to a temporary "
                                         "replica still needed")
+    safe = len(stages)
     for n in pending:  # no safe order found: the rest in order, the controller stops at it
         stages.append(move(state, n, final[n], True))
-    result = NodeStages(tuple(stages), tuple(float(x) for x in state.floor), blocked, why)
+    result = NodeStages(tuple(stages), tuple(float(x) for x in state.floor), blocked, why,
+                        None if blocked is None else safe)
     if blocked is None:
         check_stages(problem, current, result, change.target, per_node)
     return result
