@@ -20,7 +20,7 @@ The changes run in the rollout's order, one at a time. For each:
    step waits (up to the temporary pods' timeout) until the node's serving pods, which the
    user's Deployments create, are Ready and in rotation for every replica the plan puts
    back: nothing relies on them before. The slack is
-   checked again before the label: if a temporary pod the drain relied on is no longer Ready,
+   checked again before the label: if a replica the drain relied on no longer serves,
    the node is put back in rotation unchanged and the rollout stops; if one is lost while
    the node applies, the rollout stops and says so;
 4. the temporary replicas it no longer needs are taken out and deleted.
@@ -150,13 +150,14 @@ def _start(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
 
 
 def _label(rollout: Rollout, cursor: Cursor, seen: Seen, now: float) -> tuple[Action, Cursor]:
-    """Label the drained node, unless what its drain relied on is gone since (a temporary pod
-    no longer Ready): then put it back in rotation, unchanged, and stop."""
+    """Label the drained node, unless what its drain relied on is gone since (a temporary pod,
+    or another node's serving pod, no longer Ready and in rotation): then put it back in
+    rotation, unchanged, and stop."""
     change = rollout.changes[cursor.stage]
     lost = lacks_slack(rollout, cursor, seen)
     if lost is not None:
-        why = (f"{change.node} was put back in rotation unchanged: {lost} (a temporary replica "
-               "is no longer Ready)")
+        why = (f"{change.node} was put back in rotation unchanged: {lost} (a replica its drain "
+               "relied on no longer serves)")
         return (Action(Act.RESTORE, change.node, reason="a replica it relied on is gone"),
                 replace(cursor, phase=Phase.HALTED, why=why))
     why = "" if change.final else "an intermediate layout: room for temporary replicas"
@@ -246,8 +247,8 @@ def step(rollout: Rollout, cursor: Cursor, seen: Seen, now: float,
             lost = lacks_slack(rollout, cursor, seen)
             if lost is not None:
                 return Action(Act.STOP, change.node, change.config, (
-                    f"while it applies, {lost} (a temporary replica is no longer Ready); it "
-                    "stays out of rotation until a rerun after success")), cursor
+                    f"while it applies, {lost} (a replica its drain relied on no longer "
+                    "serves); it stays out of rotation until a rerun after success")), cursor
             return _applying(change, cursor, seen, now, settings)
         elif cursor.phase is Phase.HALTED:
             return Action(Act.STOP, change.node, reason=cursor.why), cursor
