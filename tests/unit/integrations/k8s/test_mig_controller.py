@@ -367,7 +367,7 @@ def test_a_node_already_applied_is_not_relabelled() -> None:
     first = rollout.changes[0]
     fake.labels[first.node].update({CONFIG_LABEL: first.config, STATE_LABEL: "success"})
     fake.layouts[first.node] = first.config
-    fake.serves[first.node] = [(s, 0.0) for s in fake.replicas[first.node, first.config]]
+    fake.serves[first.node] = [(s, p, 0.0) for s, p in fake.replicas[first.node, first.config]]
     report = roll(rollout, fake, clock)
     assert report.ok
     assert report.actions[0][1] == Action(Act.RESTORE, first.node, first.config,
@@ -647,3 +647,19 @@ def test_a_node_that_only_gains_a_replica_is_counted_once_its_new_pod_serves() -
     assert report.ok, report.outcome
     at = {str(a): t for t, a in report.actions}
     assert at["drain n0"] >= at[f"label n1 nvidia.com/mig.config={gains[0].config}"] + 30 + 40
+
+
+def test_the_fakes_temporary_pod_needs_an_instance_no_serving_pod_holds() -> None:
+    clock = ManualClock()
+    configs = {"mig-configs": {
+        "small": [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.5gb": 2}}]}}
+    fake = FakeMigNodes(clock, configs=configs, services={"svc"}, ready_s=10)
+    fake.add_node("n", {CONFIG_LABEL: "small"}, serving=True)
+    fake.serves["n"] = [("svc", "1g.5gb", 0.0)]  # one of the two 1g instances serves
+    fake.create_temporary(TempReplica("t0", "svc", "n", "1g.5gb", 1.0))
+    fake.create_temporary(TempReplica("t1", "svc", "n", "1g.5gb", 1.0))
+    clock.advance(10)
+    pods = fake.temporary_pods()
+    assert not pods["t0"].ready  # two temporary pods for the one idle instance
+    fake.remove_temporary("t1")
+    assert fake.temporary_pods()["t0"].ready

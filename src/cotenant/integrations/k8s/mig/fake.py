@@ -16,8 +16,9 @@ keeps the pods it keeps and adds those it gains, Ready ``serve_s`` later. They a
 rotation while the node is (``cotenant.io/rotation``).
 
 A temporary pod becomes Ready ``ready_s`` after it is created if its node is up and the
-node's applied config has an instance of its profile for it (else it stays Pending, as a pod
-asking for a resource no node offers does). Creating one fails where ``refuse`` names its
+node's applied config has an instance of its profile that no serving pod of the node and no
+other temporary pod holds (else it stays Pending, as a pod asking for a resource no node
+offers does). Creating one fails where ``refuse`` names its
 service or no pod of the service exists to copy. A node in ``down`` answers nothing: its
 state stays as it is and its pods never become Ready.
 """
@@ -67,10 +68,10 @@ class FakeMigNodes:
     pods: dict[str, _Pod] = field(default_factory=dict)
     serve_s: float = 15.0
     """Seconds after a new layout is applied until its serving pods are Ready."""
-    replicas: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
-    """Per (node, config), the services of the serving pods that config's layout runs."""
-    serves: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
-    """Per node, its serving pods now: each one's service and when it is Ready."""
+    replicas: dict[tuple[str, str], tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    """Per (node, config), the serving pods that config's layout runs: service and profile."""
+    serves: dict[str, list[tuple[str, str, float]]] = field(default_factory=dict)
+    """Per node, its serving pods now: each one's service, profile and when it is Ready."""
     _written: dict[str, float] = field(default_factory=dict)
     _busy: set[str] = field(default_factory=set)
 
@@ -89,10 +90,15 @@ class FakeMigNodes:
         fake = cls(clock, apply_s=apply_s, configs=rollout.configs)
         for change in rollout.changes:
             fake.services |= {s for s, _ in (*change.drain, *change.restore)}
-            fake.replicas[change.node, change.config] = tuple(s for s, _ in change.restore)
+            fake.replicas[change.node, change.config] = tuple(zip(
+                (s for s, _ in change.restore), change.profiles or ("",) * len(change.restore),
+                strict=True))
             if change.node in fake.labels:
                 continue
-            fake.serves[change.node] = [(s, float("-inf")) for s, _ in change.drain]
+            fake.serves[change.node] = [
+                (s, p, float("-inf")) for (s, _), p in zip(
+                    change.drain, change.drain_profiles or ("",) * len(change.drain),
+                    strict=True)]
             fake.add_node(change.node, serving=bool(change.drain))
             if not change.drains:
                 fake.layouts[change.node] = change.config
@@ -124,14 +130,14 @@ class FakeMigNodes:
         want = self.replicas.get((name, config))
         up = self.clock() + self.serve_s
         if self.layouts.get(name) != config:
-            self.serves[name] = [(s, up) for s in want or ()]
+            self.serves[name] = [(s, p, up) for s, p in want or ()]
         elif want is not None:
             left, keep = Counter(want), []
-            for service, at in self.serves.get(name, []):
-                if left[service] > 0:
-                    left[service] -= 1
-                    keep.append((service, at))
-            self.serves[name] = keep + [(s, up) for s in left.elements()]
+            for service, profile, at in self.serves.get(name, []):
+                if left[service, profile] > 0:
+                    left[service, profile] -= 1
+                    keep.append((service, profile, at))
+            self.serves[name] = keep + [(s, p, up) for s, p in left.elements()]
 
     def node_labels(self, node: str) -> dict[str, str]:
         self._node(node)
@@ -164,7 +170,7 @@ class FakeMigNodes:
         self._advance(node)
         rotation = "in" if self.rotation[node] else "out"
         return tuple(ServingPod(s, node not in self.down and self.clock() >= at, rotation)
-                     for s, at in self.serves.get(node, []))
+                     for s, _, at in self.serves.get(node, []))
 
     def _offers(self, node: str, profile: str) -> int:
         """Instances of ``profile`` the node's applied config has."""
@@ -182,7 +188,8 @@ class FakeMigNodes:
             return False
         rivals = [p for p in self.pods.values() if p.temp.node == node and not p.dead
                   and p.temp.profile == pod.temp.profile]
-        return self._offers(node, pod.temp.profile) >= len(rivals)
+        held = [s for s, profile, _ in self.serves.get(node, []) if profile == pod.temp.profile]
+        return self._offers(node, pod.temp.profile) >= len(rivals) + len(held)
 
     def temporary_pods(self) -> dict[str, TempPod]:
         return {name: TempPod(p.temp.node, p.temp.service, self._ready(p), p.serving)

@@ -78,6 +78,10 @@ class NodeChange:
     """Temporary replicas removed once the node serves again."""
     final: bool = True
     """Whether ``config`` is the node's final layout (else an intermediate one lending room)."""
+    profiles: tuple[str, ...] = ()
+    """The MIG profile of each of ``restore``'s replicas, in order (the instances they hold)."""
+    drain_profiles: tuple[str, ...] = ()
+    """The MIG profile of each of ``drain``'s replicas, in order."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,10 @@ def _replicas(problem: PartitionProblem, gpus: tuple[GpuPlan, ...]) -> tuple[Rep
     return tuple(out)
 
 
+def _profiles(gpus: tuple[GpuPlan, ...]) -> tuple[str, ...]:
+    return tuple(p.profile.name for g in gpus for p, s in g.assignment if s is not None)
+
+
 def pod_name(service: str, node: str, device: int, placement: str) -> str:
     """A temporary replica's pod name (a DNS subdomain, as Kubernetes requires)."""
     raw = f"cotenant-temp-{service}-{node}-{device}-{placement.replace('@', '-')}".lower()
@@ -164,7 +172,8 @@ def build_rollout(problem: PartitionProblem, gpu_model: str, current: tuple[GpuP
     changes = tuple(NodeChange(nodes[s.node], config[_key(s.after)],
                                _replicas(problem, s.before), _replicas(problem, s.after),
                                s.drains, tuple(temp(t) for t in s.temporaries),
-                               tuple(temp(t) for t in s.release), s.final)
+                               tuple(temp(t) for t in s.release), s.final,
+                               _profiles(s.after), _profiles(s.before))
                     for s in plan.stages)
     blocked = None if plan.blocked is None else f"{nodes[plan.blocked]}: {plan.why}"
     return Rollout(changes, tuple(problem.services), plan.floor,
