@@ -594,6 +594,23 @@ def test_serving_pods_out_of_rotation_the_rollout_did_not_take_out_refuse_the_st
     assert fake.events == []
 
 
+def test_serving_pods_without_a_rotation_label_refuse_the_start_naming_the_label() -> None:
+    """A pod template without cotenant.io/rotation: the controller could not count those
+    pods as serving, so it says what to add instead of a misleading floor message later."""
+    rollout, _ = example()
+    clock = ManualClock()
+    fake = checked(rollout, clock)
+    fake.unlabelled.add("gpu-c")
+    report = roll(rollout, fake, clock)
+    assert report.outcome is not None
+    assert report.outcome.act is Act.STOP
+    assert report.outcome.reason == (
+        "gpu-c has serving pods without the label cotenant.io/rotation (dedup): traffic "
+        "moves by that label, so add 'cotenant.io/rotation: in' to the pod template and "
+        "select it in the Service")
+    assert fake.events == []
+
+
 @pytest.mark.parametrize(("before", "after", "spare"), [
     ([1604.8, 380.99], [775.32, 715.22], 0), ([1753.68, 310.49], [353.53, 1982.46], 1)])
 def test_rollouts_the_planners_node_order_would_block_complete(before: list[float],

@@ -72,6 +72,9 @@ class FakeMigNodes:
     """Per (node, config), the serving pods that config's layout runs: service and profile."""
     serves: dict[str, list[tuple[str, str, float]]] = field(default_factory=dict)
     """Per node, its serving pods now: each one's service, profile and when it is Ready."""
+    unlabelled: set[str] = field(default_factory=set)
+    """Nodes whose serving pods carry no rotation label (their template lacks it) until the
+    controller first labels them."""
     _written: dict[str, float] = field(default_factory=dict)
     _busy: set[str] = field(default_factory=set)
 
@@ -163,12 +166,13 @@ class FakeMigNodes:
         self._node(node)
         self.events.append(f"{'restore' if serving else 'drain'} {node}")
         self.rotation[node] = serving
+        self.unlabelled.discard(node)
         return 1
 
     def serving_pods(self, node: str) -> tuple[ServingPod, ...]:
         self._node(node)
         self._advance(node)
-        rotation = "in" if self.rotation[node] else "out"
+        rotation = None if node in self.unlabelled else "in" if self.rotation[node] else "out"
         return tuple(ServingPod(s, node not in self.down and self.clock() >= at, rotation)
                      for s, _, at in self.serves.get(node, []))
 

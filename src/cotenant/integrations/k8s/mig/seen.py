@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from cotenant.integrations.k8s.mig.pods import ROTATION_LABEL
 from cotenant.integrations.k8s.mig.rollout import NodeChange, Rollout
 from cotenant.policies.partition.reconfig import shortfall
 
@@ -157,11 +158,19 @@ def not_serving(change: NodeChange, seen: Seen) -> str:
 
 def unexplained(rollout: Rollout, seen: Seen) -> str | None:
     """A node of the rollout with serving pods out of rotation that the rollout did not take
-    out (a run of another plan, or someone else, did), or None. Pods out of rotation are
-    explained on a node showing one of the rollout's configs for it, and on the node of the
-    first change not yet applied (a run that stopped between its drain and its label)."""
+    out (a run of another plan, or someone else, did), or with serving pods that carry no
+    rotation label at all (their pod template lacks it: the controller could neither take
+    them out nor count them), or None. Pods out of rotation are explained on a node showing
+    one of the rollout's configs for it, and on the node of the first change not yet applied
+    (a run that stopped between its drain and its label)."""
     if seen.serving is None:
         return None
+    for node in dict.fromkeys(c.node for c in rollout.changes):
+        bare = sorted({p.service for p in seen.serving.get(node, ()) if p.rotation is None})
+        if bare:
+            return (f"{node} has serving pods without the label {ROTATION_LABEL} "
+                    f"({', '.join(bare)}): traffic moves by that label, so add "
+                    f"'{ROTATION_LABEL}: in' to the pod template and select it in the Service")
     mine = {(c.node, c.config) for c in rollout.changes}
     labels = [seen.labels.get(c.node, {}) for c in rollout.changes]
     first = next((c.node for k, c in enumerate(rollout.changes)
