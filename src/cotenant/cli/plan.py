@@ -166,7 +166,7 @@ def mig(
         write_text_atomic(mig_parted, yaml.safe_dump(
             to_mig_parted(plan, spec.gpu.name, gpus_per_node), sort_keys=False))
         if gpus_per_node is not None:  # which label goes on how many nodes
-            data["mig_parted_nodes"] = node_counts(plan, gpus_per_node)
+            data["mig_parted_nodes"] = node_counts(plan, spec.gpu.name, gpus_per_node)
     if out is not None:
         _write_report(out, data, planned, spec.gpu.name)
     if json_out:

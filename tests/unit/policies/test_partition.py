@@ -146,7 +146,7 @@ def test_a_whole_gpu_plan_exports_mig_mode_off_not_7g_instances() -> None:
         (selections,) = doc["mig-configs"].values()
         assert selections == [{"devices": "all", "mig-enabled": False,
                                "device-filter": DEVICE_FILTERS["A100-40GB"]}]
-    assert node_counts(plan, 4) == {
+    assert node_counts(plan, "A100-40GB", 4) == {
         next(iter(to_mig_parted(plan, "A100-40GB", 4)["mig-configs"])): -(-plan.gpu_count // 4)}
 
 

@@ -12,7 +12,13 @@ from cotenant.errors import InvalidLayoutError
 from cotenant.model.deployment import GpuPlan
 from cotenant.model.gpu import CATALOG
 from cotenant.policies.partition import PARTITION, PartitionProblem, Plan, verify
-from cotenant.policies.partition.export import layout_key, node_counts, node_layouts, to_mig_parted
+from cotenant.policies.partition.export import (
+    layout_key,
+    mig_parted_configs,
+    node_counts,
+    node_layouts,
+    to_mig_parted,
+)
 from cotenant.policies.partition.problem import TOLERANCE, demand_left
 from cotenant.policies.partition.reconfig import floor_of
 
@@ -107,12 +113,23 @@ def test_nodes_get_the_same_mix_so_few_configs() -> None:
     mixed = GpuPlan(GEOMETRY.parse("3g.20gb,4g.20gb"), ())
     whole = GpuPlan(GEOMETRY.parse("7g.40gb"), ())
     plan = Plan("test", (mixed,) * 3 + (whole,) * 3, 0, False, 0.0)
-    assert list(node_counts(plan, 2).values()) == [3]  # three alike (mixed, whole) nodes
-    assert sum(node_counts(plan, 4).values()) == 2
-    assert sorted(node_counts(plan, 1).values()) == [3, 3]
+    # three alike (mixed, whole) nodes
+    assert list(node_counts(plan, "A100-40GB", 2).values()) == [3]
+    assert sum(node_counts(plan, "A100-40GB", 4).values()) == 2
+    assert sorted(node_counts(plan, "A100-40GB", 1).values()) == [3, 3]
     for per_node in (1, 2, 4):  # the names are those of the exported configs
-        assert set(node_counts(plan, per_node)) == set(
+        assert set(node_counts(plan, "A100-40GB", per_node)) == set(
             to_mig_parted(plan, "A100-40GB", per_node)["mig-configs"])
     nodes = node_layouts(plan, 4)
     assert sorted(k for node in nodes for k in node) == sorted(
         [layout_key(mixed.layout)] * 3 + [layout_key(whole.layout)] * 3)
+
+
+def test_node_config_names_differ_between_models_with_the_same_profiles() -> None:
+    """A100-80GB and H100-80GB share profile names but not their device filter: one layout
+    on each is two configs, so a shared mig-parted document keeps both."""
+    layout = ((("1g.10gb", 7),),)
+    (a100,) = mig_parted_configs([layout], "A100-80GB", 1)[0]["mig-configs"].items()
+    (h100,) = mig_parted_configs([layout], "H100-80GB", 1)[0]["mig-configs"].items()
+    assert a100[0] != h100[0]
+    assert a100[1][0]["device-filter"] != h100[1][0]["device-filter"]

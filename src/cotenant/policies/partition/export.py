@@ -50,7 +50,8 @@ def to_mig_parted(plan: Plan, gpu_model: str, gpus_per_node: int | None = None) 
         whole: dict[str, Any] = {"devices": "all", "mig-enabled": False}
         if gpu_model in DEVICE_FILTERS:
             whole["device-filter"] = list(DEVICE_FILTERS[gpu_model])
-        name = "cotenant-0" if gpus_per_node is None else node_config_name(WHOLE, gpus_per_node)
+        name = "cotenant-0" if gpus_per_node is None else node_config_name(WHOLE, gpu_model,
+                                                                            gpus_per_node)
         return {"version": "v1", "mig-configs": {name: [whole]}}
     if gpus_per_node is not None:
         return _per_node(plan, gpu_model, gpus_per_node)
@@ -85,11 +86,12 @@ def _layout_order(key: tuple[tuple[str, int], ...]) -> tuple[int, tuple[tuple[st
     return -len(key), key
 
 
-def node_counts(plan: Plan, gpus_per_node: int) -> dict[str, int]:
+def node_counts(plan: Plan, gpu_model: str, gpus_per_node: int) -> dict[str, int]:
     """How many nodes take each node config of :func:`to_mig_parted`, by name."""
     if plan.speedup != 1.0:  # whole GPUs: every node the one config with MIG mode off
-        return {node_config_name(WHOLE, gpus_per_node): len(node_layouts(plan, gpus_per_node))}
-    return dict(Counter(node_config_name(node, gpus_per_node)
+        return {node_config_name(WHOLE, gpu_model, gpus_per_node):
+                len(node_layouts(plan, gpus_per_node))}
+    return dict(Counter(node_config_name(node, gpu_model, gpus_per_node)
                         for node in node_layouts(plan, gpus_per_node)))
 
 
@@ -102,11 +104,12 @@ WHOLE: NodeKey = ((("whole-gpu", 1),),)
 """The key of a whole-GPU node config (MIG mode off on every device)."""
 
 
-def node_config_name(keys: NodeKey, gpus_per_node: int) -> str:
-    """The name of the node config for devices with ``keys`` layouts on nodes of
-    ``gpus_per_node``: ``cotenant-node-`` and the first 8 hex digits of a SHA-256 of both,
-    so it changes exactly when the layouts do."""
-    text = json.dumps([[list(map(list, key)) for key in keys], gpus_per_node])
+def node_config_name(keys: NodeKey, gpu_model: str, gpus_per_node: int) -> str:
+    """The name of the node config for ``gpu_model`` devices with ``keys`` layouts on nodes
+    of ``gpus_per_node``: ``cotenant-node-`` and the first 8 hex digits of a SHA-256 of the
+    three, so it changes exactly when the config's content does (two models with the same
+    profile names, A100-80GB and H100-80GB, differ in their device filter)."""
+    text = json.dumps([[list(map(list, key)) for key in keys], gpu_model, gpus_per_node])
     return f"cotenant-node-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
@@ -120,7 +123,7 @@ def mig_parted_configs(node_keys: list[NodeKey], gpu_model: str,
     for keys in node_keys:
         if keys in names:
             continue
-        name = names[keys] = node_config_name(keys, gpus_per_node)
+        name = names[keys] = node_config_name(keys, gpu_model, gpus_per_node)
         selections: list[dict[str, Any]] = []
         for key in dict.fromkeys(keys):  # each distinct layout, in device order
             selection: dict[str, Any] = {
