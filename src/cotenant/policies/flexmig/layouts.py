@@ -57,7 +57,9 @@ def static_layouts(jobs: Sequence[TrainingJob], gpus: int,
     if largest is not None and chosen and not any(
             largest in lay.profile_counts() for lay in chosen):
         # the largest size asked for must exist (smaller jobs fit in larger instances): the
-        # last GPU, the greedy's least useful, makes room
+        # last GPU, the greedy's least useful, makes room; what it covered is wanted again
+        for n, count in chosen[-1].profile_counts().items():
+            want[n] += count * slices[n]
         chosen[-1] = max((lay for lay in candidates if largest in lay.profile_counts()),
                          key=cover)
     return chosen
