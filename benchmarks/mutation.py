@@ -72,14 +72,29 @@ PARTS = (
           "tests/unit/policies/test_packing_values.py", "tests/unit/policies/test_prices.py",
           "tests/unit/policies/test_optimum.py", "tests/unit/sim/test_fragmentation.py")),
     Part("policies-placement-optimum", ("src/cotenant/policies/placement/optimum/*",),
-         ("tests/unit/policies/test_optimum.py", "tests/unit/sim/test_bound.py")),
-    Part("policies-partition", ("src/cotenant/policies/partition/*",),
+         ("tests/unit/policies/test_optimum.py", "tests/unit/policies/test_optimum_values.py",
+          "tests/unit/sim/test_bound.py")),
+    Part("policies-partition-plan", tuple(f"src/cotenant/policies/partition/{name}.py"
+                                          for name in ("__init__", "problem", "planner",
+                                                       "export", "greedy", "packing",
+                                                       "baseline", "bounds", "formulation",
+                                                       "registry")),
+         ("tests/unit/policies/test_partition.py", "tests/unit/policies/test_partition_edges.py")),
+    Part("policies-partition-solvers", tuple(f"src/cotenant/policies/partition/{name}.py"
+                                             for name in ("milp", "highs", "genetic", "mcts",
+                                                          "search", "auto", "child")),
          ("tests/unit/policies/test_partition.py", "tests/unit/policies/test_partition_edges.py",
-          "tests/unit/policies/test_reconfig.py")),
+          "tests/unit/policies/test_partition_scale.py",
+          "tests/unit/policies/test_partition_limits.py")),
+    Part("policies-partition-reconfig", ("src/cotenant/policies/partition/reconfig/*",),
+         ("tests/unit/policies/test_reconfig.py", "tests/unit/policies/test_partition_edges.py")),
     Part("policies-colocation", ("src/cotenant/policies/colocation/*",),
          ("tests/unit/policies/colocation",)),
     Part("policies-flexmig", ("src/cotenant/policies/flexmig/*",),
-         ("tests/unit/policies/test_flexmig.py",)),
+         ("tests/unit/policies/test_flexmig.py", "tests/unit/policies/test_flexmig_values.py")),
+    Part("policies-priority", ("src/cotenant/policies/priority/*",),
+         ("tests/unit/policies/test_priority_schedulers.py",
+          "tests/unit/policies/test_priority_values.py", "tests/unit/sim/test_priority.py")),
     Part("perf", ("src/cotenant/perf/*",), ("tests/unit/perf",)),
     Part("sim-metrics", ("src/cotenant/sim/fragmentation.py", "src/cotenant/sim/bound.py",
                          "src/cotenant/sim/colocation/records.py",
@@ -249,6 +264,77 @@ NOT_COUNTED: dict[str, str] = {
     "cotenant.agent.faults.x_recovery_fault__mutmut_1":
         "equivalent: the default signal number, 0 or 1 (SIGHUP), is neither SIGINT nor "
         "SIGTERM, and only a SIGNAL exit reads it",
+    **{f"cotenant.policies.flexmig.allocate.x_one_to_many__mutmut_{n}":
+       "equivalent: the cap of the ask + 6 slices only prunes (a set of instances 7 or more "
+       "slices over the ask can drop one, of at most 7 slices, and still reach the ask with "
+       "fewer instances, so it never wins); this mutant lifts or widens it, and a GPU added "
+       "with no instance never beats the entry it came from" for n in (3, 21, 23)},
+    **{f"cotenant.policies.flexmig.allocate.x_one_to_many__mutmut_{n}":
+       "equivalent: the GPU count starting at 1 or stepping by 2 shifts or scales every "
+       "key alike, so their order is the same" for n in (13, 29)},
+    "cotenant.policies.flexmig.allocate.x_one_to_many__mutmut_43":
+        "equivalent: total + ask orders the totals as total - ask does",
+    **{f"cotenant.policies.flexmig.allocate.x_one_to_many__mutmut_{n}":
+       "equivalent: each total has one entry and the excess follows from it, so no two "
+       "entries tie on the first three fields and the fourth is never compared"
+       for n in (47, 49, 51)},
+    **{f"cotenant.policies.flexmig.layouts.x__compute_profiles__mutmut_{n}":
+       "equivalent: sorting the names as text sorts them by compute slices (one profile per "
+       "compute size, each name starting with its one-digit slice count)" for n in (3, 5)},
+    **{f"cotenant.policies.flexmig.layouts.x_static_layouts__mutmut_{n}":
+       "equivalent: the largest name as text is the largest by compute slices (one profile "
+       "per compute size, each name starting with its one-digit slice count)"
+       for n in (56, 58)},
+    "cotenant.policies.flexmig.layouts.x_static_layouts__mutmut_25":
+        "equivalent: with no work at all every size's want is 0 whatever it is divided by",
+    "cotenant.policies.placement.optimum.relaxation.x__paths__mutmut_13":
+        "equivalent: a loss arc without flow is listed after its vertex's arcs with flow "
+        "(vertex 0 has none), and by flow conservation a path reaches a vertex only as often "
+        "as flow leaves it, so it is never taken",
+    "cotenant.policies.placement.optimum.relaxation.x__paths__mutmut_20":
+        "equivalent: a loss arc ends the path whether it jumps to top or beyond, and its "
+        "size is not recorded",
+    **{f"cotenant.policies.placement.optimum.relaxation.x__pool_rows__mutmut_{n}":
+       "equivalent: every inner vertex is the head of some arc (the graph keeps only "
+       "vertices an arc reaches), so the default is never used" for n in (47, 49)},
+    **{f"cotenant.policies.placement.optimum.relaxation.x__pool_rows__mutmut_{n}":
+       "equivalent: every inner vertex has its loss arc among the arcs out of it, so the "
+       "default is never used" for n in (51, 53)},
+    "cotenant.policies.placement.optimum.relaxation.x_pools_of__mutmut_11":
+        "equivalent: negating every spec test negates every model's signature: the same "
+        "grouping",
+    "cotenant.policies.placement.optimum.relaxation.x_relax__mutmut_13":
+        "equivalent: 1000 / quantum is whole (the quantum divides 1000), and a float vertex "
+        "arises only on a loss arc's jump, which ends the path",
+    **{f"cotenant.policies.placement.optimum.relaxation.x_relax__mutmut_{n}":
+       "equivalent: scipy's milp bounds every variable to [0, inf) by default, the bounds "
+       "given" for n in (116, 121, 129)},
+    "cotenant.policies.placement.optimum.relaxation.x_relax__mutmut_143":
+        "equivalent: HiGHS's log goes to file descriptor 1, which points at /dev/null during "
+        "the solve (a solve with the log on was seen to write nothing to stdout or stderr)",
+    "cotenant.policies.placement.optimum.relaxation.x_relax__mutmut_195":
+        "equivalent: the rounded solution as float64 instead of int64: every use converts "
+        "it with int() or compares it with 0",
+    "cotenant.policies.placement.optimum.plan.x_realise__mutmut_65":
+        "equivalent: break for continue at a CPU-only pod: the pods left out come first and "
+        "are GPU pods, and the rest are sorted by GPU demand, so only CPU-only pods (0) "
+        "follow the first",
+    "cotenant.policies.placement.optimum.plan.x_realise__mutmut_67":
+        "equivalent: the last pass's item's pods are never read (it is placed by its GPUs, "
+        "milli, CPU, memory and spec mask)",
+    "cotenant.policies.placement.optimum.plan.x_realise__mutmut_80":
+        "equivalent: a fractional pod asks for one GPU, so its num_gpu is the 1 given",
+    "cotenant.policies.placement.optimum.plan.x_realise__mutmut_82":
+        "equivalent: a fractional pod's item goes to _tightest_gpu, which does not read the "
+        "item's GPU count",
+    "cotenant.policies.placement.optimum.plan.x_realise__mutmut_84":
+        "equivalent: a whole-GPU pod's item goes to _whole_node, which does not read milli",
+    "cotenant.policies.placement.optimum.plan.x__tightest_gpu__mutmut_18":
+        "equivalent: any mark above 1000 tells a GPU the pod does not fit (the test is "
+        "> 1000)",
+    **{f"cotenant.policies.placement.optimum.plan.x__items__mutmut_{n}":
+       "equivalent: an item's milli is never read by the first pass (_whole_node and "
+       "_single_gpu take whole free GPUs)" for n in (17, 47, 57, 66)},
 }
 """Mutants left out of the score, with the reason: a name ending in its number is one
 mutant, any other a prefix (every mutant of a function)."""
@@ -267,13 +353,44 @@ def prepare(part: Part) -> Path:
     return where
 
 
+REAPER = '''"""Reap the solver children the tests killed before the session ends.
+
+cotenant's partition solvers reap a killed child lazily, at their next kill, so a test
+session leaves the last few as zombies. mutmut runs some tests in its own process and then
+waits for any child with os.wait(): it would take such a zombie for one of its workers and
+stop with a KeyError."""
+
+import gc
+import os
+
+
+def pytest_sessionfinish(session: object, exitstatus: int) -> None:
+    try:
+        from cotenant.policies.partition import child
+    except ImportError:
+        return
+    gc.collect()  # a Pending never asked for its answer kills its child when collected
+    for pid in list(child._killed):
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        child._killed.remove(pid)
+'''
+"""A pytest plugin put in each scratch copy's ``src/`` and loaded by its tests."""
+
+
 def write_settings(where: Path, part: Part, tests: Sequence[str]) -> None:
-    """The project's pyproject.toml with the part's mutmut settings, selecting ``tests``."""
+    """The project's pyproject.toml with the part's mutmut settings, selecting ``tests``, and
+    the :data:`REAPER` plugin they load."""
+    for src in (where / "src", where / "mutants" / "src"):
+        if src.is_dir():
+            (src / "mutation_reaper.py").write_text(REAPER)
     settings = {
         "source_paths": ["src/"],
         "only_mutate": list(part.mutate),
         "pytest_add_cli_args_test_selection": list(tests),
-        "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q"],
+        "pytest_add_cli_args": ["-p", "no:cacheprovider", "-p", "mutation_reaper", "-q"],
         "also_copy": ["tests/", "examples/"],
     }
     lines = [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
@@ -381,6 +498,19 @@ def refresh_source(part: Part, where: Path) -> None:
             shutil.copy2(path, base / rel)
 
 
+def collect(part: Part) -> dict[str, object]:
+    """The part's summary written again from mutmut's results (a run stopped before its
+    summary was written, or ``NOT_COUNTED`` changed since), keeping an earlier summary's
+    time and recheck record where there is one."""
+    path = WORK / part.name / "summary.json"
+    before = json.loads(path.read_text()) if path.exists() else {}
+    summary = summarise(part, statuses(WORK / part.name), before.get("seconds", math.nan))
+    if "rechecked" in before:
+        summary["rechecked"] = before["rechecked"]
+    path.write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
 def report() -> None:
     """The parts as a Markdown table (the docs' results page), a part not run said so."""
     print("| part | files mutated | mutants | not counted | killed | survived | no test | "
@@ -410,8 +540,8 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="list the parts and exit")
     parser.add_argument("--report", action="store_true", help="print the table and exit")
     parser.add_argument("--collect", action="store_true",
-                        help="write the summary of a part's finished run (a run stopped "
-                             "before its summary was written)")
+                        help="write the summary of a part's finished run again (a run "
+                             "stopped before its summary was written, or NOT_COUNTED changed)")
     parser.add_argument("--recheck", action="store_true",
                         help="test only the survivors of the last run again, with the current "
                              "tests")
@@ -431,8 +561,7 @@ def main() -> None:
         sys.exit(f"unknown part(s) {', '.join(unknown)}; valid: {', '.join(names)}")
     for part in [names[n] for n in args.parts] or list(PARTS):
         if args.collect:
-            s = summarise(part, statuses(WORK / part.name), math.nan)
-            (WORK / part.name / "summary.json").write_text(json.dumps(s, indent=1) + "\n")
+            s = collect(part)
         else:
             s = (recheck_part(part, args.jobs, args.tests) if args.recheck
                  else run_part(part, args.jobs))

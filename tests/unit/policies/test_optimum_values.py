@@ -14,6 +14,7 @@ from cotenant.errors import InfeasibleError
 from cotenant.model.cluster import Cluster
 from cotenant.model.gpu import CATALOG
 from cotenant.model.workload import Node, PodShape
+from cotenant.policies.placement import optimum
 from cotenant.policies.placement.optimum import offline_optimum, relaxation
 from cotenant.policies.placement.optimum.plan import realise
 from cotenant.policies.placement.optimum.relaxation import Pool, Relaxed, pools_of, relax
@@ -40,6 +41,11 @@ def test_every_field_of_the_relaxation_on_two_gpus() -> None:
     assert found.placed == {(pod(600), 0): 1, (pod(400), 0): 1, (pod(950), 0): 1}
     assert len(found.patterns) == 1
     assert sorted(found.patterns[0]) == [(600, 400), (950,)]
+
+
+def test_the_solution_counts_each_pod_it_places() -> None:
+    found = relax(Cluster([node("n0", 2)]), [pod(500)] * 5)
+    assert (found.solution_milli, found.placed) == (2000, {(pod(500), 0): 4})
 
 
 def test_no_gpu_pod_gives_the_empty_answer() -> None:
@@ -80,7 +86,7 @@ def test_no_bound_from_highs_is_an_error_naming_its_message(
 
 def test_an_impossible_must_place_says_so() -> None:
     cluster = Cluster([node("n0", 1)])
-    with pytest.raises(InfeasibleError, match="no placement places every pod it must"):
+    with pytest.raises(InfeasibleError, match="^no placement places every pod it must$"):
         relax(cluster, [pod(810), pod(810)], must_place=lambda s: True)
 
 
@@ -107,16 +113,19 @@ def test_a_pool_counts_only_its_own_nodes_capacity() -> None:
     assert (found.upper_milli, found.plan_milli) == (1500, 1500)
 
 
-def test_a_pool_with_no_pod_and_a_pool_short_of_gpus() -> None:
-    # two T4-only pods, one T4 GPU: one of them; the G2 pool has nothing to place
+@pytest.mark.parametrize("model", ["T4", "G2"])
+def test_a_pool_with_no_pod_and_a_pool_short_of_gpus(model: str) -> None:
+    # two pods for one model, one GPU of it: one of them; the other model's pool has nothing
+    # to place (its rows are empty, first or last)
     cluster = Cluster([node("t0", 1), node("g0", 1, "G2")])
-    shapes = [pod(1000, spec=("T4",)), pod(1000, spec=("T4",))]
+    shapes = [pod(1000, spec=(model,)), pod(1000, spec=(model,))]
     found = offline_optimum(cluster, shapes)
     assert (found.upper_milli, found.plan_milli) == (1000, 1000)
 
 
-def test_cpu_only_nodes_are_in_no_pool() -> None:
-    cluster = Cluster([node("a", 1), Node("cpu", 64_000, 64_000, 0, None), node("b", 2)])
+def test_nodes_without_gpus_are_in_no_pool() -> None:
+    cluster = Cluster([node("a", 1), Node("cpu", 64_000, 64_000, 0, None), node("b", 2),
+                       node("none-left", 0)])
     assert pools_of(cluster, [pod(500)]) == (Pool((0,), (0, 2)),)
 
 
@@ -154,3 +163,28 @@ def test_a_chosen_pod_no_gpu_pattern_carries_still_gets_a_gpu_of_its_own() -> No
     shapes = [pod(500)]
     odd = Relaxed(500, 500, True, pools_of(cluster, shapes), {(pod(500), 0): 1}, ((),))
     assert [(i, a.node, a.gpus) for i, a in realise(cluster, shapes, odd)] == [(0, 0, (0,))]
+
+
+def test_the_optimum_passes_its_time_limit_and_times_itself(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[float] = []
+    real = optimum.relax
+
+    def spy(cluster: Cluster, shapes: Any, time_limit: float = 10.0) -> Relaxed:
+        asked.append(time_limit)
+        return real(cluster, shapes, time_limit)
+
+    monkeypatch.setattr(optimum, "relax", spy)
+    found = offline_optimum(Cluster([node("n0", 1)]), [pod(500)], time_limit=3.5)
+    assert asked == [3.5]
+    assert 0.0 <= found.seconds < 60.0
+
+
+def test_a_placement_above_the_bound_is_a_bug_reported_as_such(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def too_low(cluster: Cluster, shapes: Any, time_limit: float = 10.0) -> Relaxed:
+        return Relaxed(0, 0, True, pools_of(cluster, shapes), {}, ((),))
+
+    monkeypatch.setattr(optimum, "relax", too_low)
+    with pytest.raises(RuntimeError, match="^placement of 500 milli beats the bound 0$"):
+        offline_optimum(Cluster([node("n0", 1)]), [pod(500)])
