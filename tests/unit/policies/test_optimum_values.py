@@ -80,13 +80,13 @@ def test_a_solve_stopped_before_any_solution_keeps_its_bound(
 def test_no_bound_from_highs_is_an_error_naming_its_message(
         monkeypatch: pytest.MonkeyPatch, answer: dict[str, Any]) -> None:
     monkeypatch.setattr(relaxation, "milp", _fake_milp(**answer))
-    with pytest.raises(RuntimeError, match="^HiGHS gave no bound: Time limit reached$"):
+    with pytest.raises(RuntimeError, match=r"^HiGHS gave no bound: Time limit reached$"):
         relax(Cluster([node("n0", 1)]), [pod(500)])
 
 
 def test_an_impossible_must_place_says_so() -> None:
     cluster = Cluster([node("n0", 1)])
-    with pytest.raises(InfeasibleError, match="^no placement places every pod it must$"):
+    with pytest.raises(InfeasibleError, match=r"^no placement places every pod it must$"):
         relax(cluster, [pod(810), pod(810)], must_place=lambda s: True)
 
 
@@ -168,7 +168,7 @@ def test_a_chosen_pod_no_gpu_pattern_carries_still_gets_a_gpu_of_its_own() -> No
 def test_the_optimum_passes_its_time_limit_and_times_itself(
         monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[float] = []
-    real = optimum.relax
+    real = relax
 
     def spy(cluster: Cluster, shapes: Any, time_limit: float = 10.0) -> Relaxed:
         asked.append(time_limit)
@@ -186,5 +186,5 @@ def test_a_placement_above_the_bound_is_a_bug_reported_as_such(
         return Relaxed(0, 0, True, pools_of(cluster, shapes), {}, ((),))
 
     monkeypatch.setattr(optimum, "relax", too_low)
-    with pytest.raises(RuntimeError, match="^placement of 500 milli beats the bound 0$"):
+    with pytest.raises(RuntimeError, match=r"^placement of 500 milli beats the bound 0$"):
         offline_optimum(Cluster([node("n0", 1)]), [pod(500)])
