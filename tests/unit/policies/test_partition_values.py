@@ -14,6 +14,7 @@ from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigGeometry
 from cotenant.policies.partition import PartitionProblem
 from cotenant.policies.partition.export import DEVICE_FILTERS, node_layouts, to_mig_parted
+from cotenant.policies.partition.packing import repack
 from cotenant.policies.partition.problem import (
     TOLERANCE,
     Deadline,
@@ -153,3 +154,19 @@ def test_nodes_need_at_least_one_gpu() -> None:
     with pytest.raises(InputError) as refused:
         node_layouts(plan, 0)
     assert str(refused.value) == "gpus per node: 0 must be at least 1"
+
+
+def test_repack_puts_instances_on_the_fewest_gpus() -> None:
+    pb = problem([100.0])
+    # seven 1g, one 4g and one 3g: 4g + 3g fill one GPU, the seven 1g another
+    need = np.array([7, 0, 1, 1, 0], dtype=np.int64)
+    use = repack(pb, need, 0.5)
+    assert use is not None
+    assert use.dtype == np.int64
+    assert use.sum() == 2
+    held = (pb.layout_counts() * use[:, None]).sum(axis=0)
+    assert (held >= need).all()
+    assert repack(pb, need, 0.0) is None  # no time: no plan
+    nothing = repack(pb, np.zeros(5, dtype=np.int64), 0.5)
+    assert nothing is not None
+    assert nothing.sum() == 0
