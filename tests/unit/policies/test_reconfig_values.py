@@ -202,3 +202,25 @@ def test_what_taking_a_replica_out_would_break() -> None:
 def test_replicas_today_count_only_services_with_a_demand() -> None:
     current = (gpu("4g.20gb@0,3g.20gb@4", ["a", "b"]),)
     assert list(replicas_today(problem([0.5, 0]), current)) == [1, 0]
+
+
+def test_a_plan_gpu_goes_where_more_of_it_is_kept_as_it_is() -> None:
+    # the plan's GPU keeps GPU 0's 3g for b as it is (3 points) or GPU 1's two 2g slots for
+    # another service (1 point each): GPU 0
+    current = (gpu("4g.20gb@0,3g.20gb@4", ["a", "b"]),
+               gpu("2g.10gb@0,2g.10gb@2,1g.5gb@4,1g.5gb@5,1g.5gb@6", ["b", "b", None, None,
+                                                                     None]))
+    plan = (gpu("2g.10gb@0,2g.10gb@2,3g.20gb@4", ["a", "a", "b"]),)
+    assert plan_steps(problem([0, 0]), current, plan).placement == (0,)
+
+
+def test_a_kept_slot_outweighs_a_free_gpu() -> None:
+    # b takes over a's 7g slot: keeping the slot (1 point) beats the free GPU (0.5)
+    result = plan_steps(problem([0, 100]), (gpu("7g.40gb@0", ["a"]), FREE),
+                        (gpu("7g.40gb@0", ["b"]),))
+    assert result.placement == (0,)
+    assert [str(s) for s in result.steps] == [
+        "move-traffic gpu0 7g.40gb@0 a",
+        "stop-replica gpu0 7g.40gb@0 a",
+        "start-replica gpu0 7g.40gb@0 b",
+    ]
