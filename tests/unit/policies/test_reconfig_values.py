@@ -224,3 +224,15 @@ def test_a_kept_slot_outweighs_a_free_gpu() -> None:
         "stop-replica gpu0 7g.40gb@0 a",
         "start-replica gpu0 7g.40gb@0 b",
     ]
+
+
+def test_the_search_refusal_names_a_last_replica() -> None:
+    # a's SLO now rules out its 7g (floor 0 req/s), but its one replica there must serve
+    # until another does, and the GPU has no free slot for one
+    pb = PartitionProblem(GEOMETRY, ("a", "b"), np.array([100.0, 0.0]), PROFILES,
+                          np.array([[0, 190, 260, 330, 0], RATES[1]], dtype=np.float64))
+    with pytest.raises(InfeasibleError) as refused:
+        plan_steps(pb, (gpu("7g.40gb@0", ["a"]),), (gpu("4g.20gb@0,3g.20gb@4", ["a", "a"]),))
+    assert str(refused.value) == (
+        "no safe order exists (every reachable state searched: 1); add a spare GPU, or plan "
+        "closer to today's layout: a would lose its last replica on gpu0 7g.40gb@0")
