@@ -9,6 +9,10 @@ mutated function against each of its mutants; a mutant no test fails on *survive
 The score is killed / (killed + survived + no tests), after leaving out the mutants listed in
 ``NOT_COUNTED`` with their reason (equivalent mutants, and functions that run only while the
 package is imported: mutmut switches a mutant on after import, so it cannot test those).
+A function that runs only in a forked child process (the partition planner's solves and
+bounds, run through :mod:`cotenant.policies.partition.child`) shows as *no tests*: mutmut
+records which tests reach a function in the process that runs them, and the child's record
+is lost; such mutants count against the score.
 
     .venv/bin/pip install -e '.[mutation]'
     nice -n 10 .venv/bin/python benchmarks/mutation.py [PART ...] [--jobs 2] [--list]
@@ -80,7 +84,7 @@ PARTS = (
                                                        "baseline", "bounds", "formulation",
                                                        "registry")),
          ("tests/unit/policies/test_partition.py", "tests/unit/policies/test_partition_edges.py",
-          "tests/unit/policies/test_partition_values.py")),
+          "tests/unit/policies/test_partition_values.py", "tests/unit/cli/test_plan.py")),
     Part("policies-partition-solvers", tuple(f"src/cotenant/policies/partition/{name}.py"
                                              for name in ("milp", "highs", "genetic", "mcts",
                                                           "search", "auto", "child")),
