@@ -10,7 +10,7 @@ import pytest
 from cotenant.errors import InfeasibleError
 from cotenant.model.deployment import GpuPlan
 from cotenant.model.gpu import CATALOG
-from cotenant.model.mig import MigGeometry, MigLayout
+from cotenant.model.mig import MigGeometry, MigLayout, MigPlacement
 from cotenant.policies.partition import PartitionProblem
 from cotenant.policies.partition.reconfig import (
     SearchBound,
@@ -22,6 +22,7 @@ from cotenant.policies.partition.reconfig import (
     plan_steps,
     replicas_today,
 )
+from cotenant.policies.partition.reconfig.stages import _Pool, _profiles
 from cotenant.policies.partition.reconfig.steps import losing
 
 _FOUND = CATALOG.get("A100-40GB").mig
@@ -236,3 +237,24 @@ def test_the_search_refusal_names_a_last_replica() -> None:
     assert str(refused.value) == (
         "no safe order exists (every reachable state searched: 1); add a spare GPU, or plan "
         "closer to today's layout: a would lose its last replica on gpu0 7g.40gb@0")
+
+
+def _names(placements: list[MigPlacement]) -> list[str]:
+    return [str(p) for p in placements]
+
+
+def test_a_temporary_replica_tries_the_smallest_covering_profile_else_the_largest_first() -> None:
+    # a serves 0.5 req/s on a 1g, 190 on a 2g, 260 on a 3g, 330 on a 4g and 650 on a 7g; b
+    # serves nothing (its SLO rules every profile out; it has no demand left)
+    pb = PartitionProblem(GEOMETRY, ("a", "b"), np.array([100.0, 0.0]), PROFILES,
+                          np.array([[0.5, 190, 260, 330, 650], [0, 0, 0, 0, 0]],
+                                   dtype=np.float64))
+    pool = _Pool(pb, [], 1, np.zeros(2), np.zeros(2, dtype=np.int64))
+    assert _names(_profiles(pool, "a", 200.0)) == ["3g.20gb@0", "3g.20gb@4"]
+    assert _names(_profiles(pool, "a", 260.0)) == ["3g.20gb@0", "3g.20gb@4"]  # exactly
+    # nothing covers 1000 req/s: every profile that serves, the largest first
+    assert _names(_profiles(pool, "a", 1000.0)) == [
+        "7g.40gb@0", "4g.20gb@0", "3g.20gb@0", "3g.20gb@4", "2g.10gb@0", "2g.10gb@2",
+        "2g.10gb@4", *(f"1g.5gb@{s}" for s in range(7))]
+    # nothing serves: the smallest profile
+    assert _names(_profiles(pool, "b", 10.0)) == [f"1g.5gb@{s}" for s in range(7)]
