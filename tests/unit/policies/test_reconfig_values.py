@@ -22,7 +22,8 @@ from cotenant.policies.partition.reconfig import (
     plan_steps,
     replicas_today,
 )
-from cotenant.policies.partition.reconfig.stages import _Pool, _profiles
+from cotenant.policies.partition.reconfig.lend import _profiles
+from cotenant.policies.partition.reconfig.pool import Pool
 from cotenant.policies.partition.reconfig.steps import losing
 
 _FOUND = CATALOG.get("A100-40GB").mig
@@ -166,12 +167,13 @@ def tightened(demand: list[float]) -> PartitionProblem:
                                                dtype=np.float64))
 
 
-def test_the_last_replica_is_counted_in_whole_replicas() -> None:
+def test_the_last_replica_stays_in_rotation() -> None:
     current = gpu("1g.5gb@0", ["a"])
     steps = (Step(StepKind.MOVE_TRAFFIC, 0, current.layout.placements[0], "a"),)
     with pytest.raises(InfeasibleError) as refused:
         check_steps(tightened([50, 0]), (current,), steps, (current,))
-    assert str(refused.value).endswith("leaves a with no replica in rotation; it had 1 today")
+    assert str(refused.value) == (
+        "step 1 (move-traffic gpu0 1g.5gb@0 a): a would have no replica in rotation")
 
 
 def test_a_replica_of_a_service_the_spec_dropped_can_go() -> None:
@@ -188,7 +190,8 @@ def test_what_taking_a_replica_out_would_break() -> None:
     state, floor = State(pb, (two_a,)), floor_of(pb, (two_a,))
     today = replicas_today(pb, (two_a,))
     four, three = two_a.layout.placements
-    assert losing(pb, state, floor, today, four, "a") == "needs 140.0 req/s more in rotation"
+    assert losing(pb, state, floor, today, four, "a") == (
+        "a would have 260.0 req/s in rotation, below its floor of 400.0")
     assert losing(pb, state, floor, today, three, "gone") is None
     # two replicas serving nothing within a's SLO (floor 0): one may go, the last may not
     pair = gpu("1g.5gb@0,1g.5gb@1", ["a", "a"])
@@ -197,7 +200,8 @@ def test_what_taking_a_replica_out_would_break() -> None:
     state, floor, today = State(pb, (pair,)), floor_of(pb, (pair,)), replicas_today(pb, (pair,))
     assert losing(pb, state, floor, today, first, "a") is None
     state.apply(Step(StepKind.MOVE_TRAFFIC, 0, first, "a"))
-    assert losing(pb, state, floor, today, second, "a") == "its last replica"
+    assert losing(pb, state, floor, today, second, "a") == (
+        "a would have no replica in rotation")
 
 
 def test_replicas_today_count_only_services_with_a_demand() -> None:
@@ -249,7 +253,7 @@ def test_a_temporary_replica_tries_the_smallest_covering_profile_else_the_larges
     pb = PartitionProblem(GEOMETRY, ("a", "b"), np.array([100.0, 0.0]), PROFILES,
                           np.array([[0.5, 190, 260, 330, 650], [0, 0, 0, 0, 0]],
                                    dtype=np.float64))
-    pool = _Pool(pb, [], 1, np.zeros(2), np.zeros(2, dtype=np.int64))
+    pool = Pool(pb, [], 1, np.zeros(2), np.zeros(2, dtype=np.int64))
     assert _names(_profiles(pool, "a", 200.0)) == ["3g.20gb@0", "3g.20gb@4"]
     assert _names(_profiles(pool, "a", 260.0)) == ["3g.20gb@0", "3g.20gb@4"]  # exactly
     # nothing covers 1000 req/s: every profile that serves, the largest first
@@ -258,3 +262,8 @@ def test_a_temporary_replica_tries_the_smallest_covering_profile_else_the_larges
         "2g.10gb@4", *(f"1g.5gb@{s}" for s in range(7))]
     # nothing serves: the smallest profile
     assert _names(_profiles(pool, "b", 10.0)) == [f"1g.5gb@{s}" for s in range(7)]
+    # a's replicas today are on a 4g and a 2g: those first (the covering 4g, then the 2g),
+    # then the smallest covering profile
+    pool.usual["a"] = frozenset({"4g.20gb", "2g.10gb"})
+    assert _names(_profiles(pool, "a", 200.0)) == [
+        "4g.20gb@0", "2g.10gb@0", "2g.10gb@2", "2g.10gb@4", "3g.20gb@0", "3g.20gb@4"]
