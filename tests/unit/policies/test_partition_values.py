@@ -121,7 +121,7 @@ def test_a_whole_gpu_plan_is_one_config_with_mig_off() -> None:
     assert to_mig_parted(whole, "A100-40GB") == {
         "version": "v1", "mig-configs": {"cotenant-0": [off]}}
     assert to_mig_parted(whole, "A100-40GB", 4) == {
-        "version": "v1", "mig-configs": {node_config_name(WHOLE, 4): [off]}}
+        "version": "v1", "mig-configs": {node_config_name(WHOLE, "A100-40GB", 4): [off]}}
 
 
 def test_one_config_per_distinct_layout() -> None:
@@ -143,12 +143,12 @@ def test_layouts_are_dealt_onto_nodes_more_instances_first() -> None:
     # sorted by instance count (most first): 4+3, 7, 7; two nodes of 2, dealt round-robin
     assert node_layouts(plan, 2) == [(four_three, seven), (seven,)]
     assert to_mig_parted(plan, "A100-40GB", 2) == {"version": "v1", "mig-configs": {
-        node_config_name((four_three, seven), 2): [
+        node_config_name((four_three, seven), "A100-40GB", 2): [
             {"devices": [0], "mig-enabled": True, "device-filter": FILTER,
              "mig-devices": dict(four_three)},
             {"devices": [1], "mig-enabled": True, "device-filter": FILTER,
              "mig-devices": dict(seven)}],
-        node_config_name((seven,), 2): [
+        node_config_name((seven,), "A100-40GB", 2): [
             {"devices": [0], "mig-enabled": True, "device-filter": FILTER,
              "mig-devices": dict(seven)},
             {"devices": [1], "mig-enabled": False}],
