@@ -143,3 +143,21 @@ def test_init_containers_annotations_spread_and_token_volumes() -> None:
     assert "podAffinity" in spec["affinity"]
     assert "topologySpreadConstraints" not in spec
     assert client.ApiClient().sanitize_for_serialization(client.V1Pod.from_dict(pod)) == pod
+
+
+def test_a_gpu_sidecar_and_its_main_container_ask_for_one_instance_between_them() -> None:
+    """A native sidecar (an init container with restartPolicy Always) runs beside the main
+    containers, so its request adds to theirs: of the two GPU users only the sidecar asks,
+    and the pod needs one instance, not two that its node may not have."""
+    sidecar = {"name": "proxy", "image": "proxy:1", "restartPolicy": "Always",
+               "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    warm = {"name": "warm", "image": "tagger:3",
+            "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    serving = dict(SERVING, spec=dict(SERVING["spec"], initContainers=[warm, sidecar]))
+    spec = temporary_pod(serving, TEMP)["spec"]
+    asks = [c.get("resources", {}).get("limits", {}).get("nvidia.com/mig-2g.10gb")
+            for c in (*spec["initContainers"], *spec["containers"])]
+    assert asks[:2] == ["1", "1"]  # the plain init container, then the sidecar
+    assert asks[2:] == [None] * len(spec["containers"])
+    assert not any(k.startswith("nvidia.com/gpu") for c in spec["containers"]
+                   for k in c.get("resources", {}).get("limits", {}))

@@ -54,10 +54,11 @@ def _gpu(resource: str) -> bool:
     return resource in (NVIDIA_GPU, GPU_MILLI) or resource.startswith(MIG_PREFIX)
 
 
-def _ask(containers: list[dict[str, Any]], profile: str, first_only: bool) -> bool:
+def _ask(containers: list[dict[str, Any]], profile: str, first_only: bool,
+         asked: bool = False) -> bool:
     """Strip the GPU resources of ``containers``; the first that had one (each, unless
-    ``first_only``) asks for one instance of ``profile``; whether one did."""
-    asked = False
+    ``first_only``; none where ``first_only`` and one ``asked`` already) asks for one instance
+    of ``profile``; whether one did (or had)."""
     for container in containers:
         resources = container.setdefault("resources", {})
         had = False
@@ -95,9 +96,15 @@ def temporary_pod(template: dict[str, Any], temp: TempReplica) -> dict[str, Any]
     if "volumes" in spec:
         spec["volumes"] = [v for v in spec["volumes"]
                            if not str(v.get("name", "")).startswith(TOKEN_VOLUME)]
-    _ask(spec.get("initContainers") or [], temp.profile, first_only=False)
-    if not _ask(spec.get("containers") or [], temp.profile, first_only=True) and spec.get(
-            "containers"):
+    inits = spec.get("initContainers") or []
+    # an init container runs before the others and gives its instance back; a sidecar (an
+    # init container restarted Always) runs beside them, so its ask adds to theirs: one asks
+    _ask([c for c in inits if c.get("restartPolicy") != "Always"], temp.profile,
+         first_only=False)
+    sidecar = _ask([c for c in inits if c.get("restartPolicy") == "Always"], temp.profile,
+                   first_only=True)
+    if not _ask(spec.get("containers") or [], temp.profile, first_only=True,
+                asked=sidecar) and not sidecar and spec.get("containers"):
         limits = spec["containers"][0].setdefault("resources", {}).setdefault("limits", {})
         limits[MIG_PREFIX + temp.profile] = "1"
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in CONTROLLER_LABELS}
