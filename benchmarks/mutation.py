@@ -117,6 +117,8 @@ PARTS = (
 
 IMPORT_TIME = "runs only at import (builds the GPU catalogue)"
 NOT_COUNTED: dict[str, str] = {
+    "cotenant.policies.priority.registry.x_mps__mutmut_6":
+        "equivalent: Blocks.SHARED dropped from mps's Scheduler, which is its default",
     "cotenant.model.gpu.x__a100_class__": IMPORT_TIME,
     "cotenant.model.gpu.xǁGpuCatalogǁ__init__": IMPORT_TIME,
     "cotenant.model.documents.x_loads_json__mutmut_4":
