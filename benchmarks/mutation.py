@@ -9,10 +9,14 @@ mutated function against each of its mutants; a mutant no test fails on *survive
 The score is killed / (killed + survived + no tests), after leaving out the mutants listed in
 ``NOT_COUNTED`` with their reason (equivalent mutants, and functions that run only while the
 package is imported: mutmut switches a mutant on after import, so it cannot test those).
-A function that runs only in a forked child process (the partition planner's solves and
-bounds, run through :mod:`cotenant.policies.partition.child`) shows as *no tests*: mutmut
-records which tests reach a function in the process that runs them, and the child's record
-is lost; such mutants count against the score.
+The partition planner's solves and bounds run in forked child processes
+(:mod:`cotenant.policies.partition.child`), and mutmut records which tests reach a function
+only in the process that runs them: the child's record is lost and its mutants would show
+*no tests*. The parts that mutate that code (``Part.in_process``) load the
+:data:`IN_PROCESS` plugin, which runs the work in the test's own process, as ``child`` does
+where ``fork`` is unavailable; they deselect the tests of the fork itself (a child killed
+at its deadline, an answer that cannot be pickled), which the normal suite runs, and
+``child.py`` is a part of its own with forks on.
 
     .venv/bin/pip install -e '.[mutation]'
     nice -n 10 .venv/bin/python benchmarks/mutation.py [PART ...] [--jobs 2] [--list]
@@ -53,6 +57,8 @@ class Part:
     """Globs of the files to mutate (mutmut's ``only_mutate``)."""
     tests: tuple[str, ...]
     """The tests that exercise them; mutmut picks, per mutant, those that reach its function."""
+    in_process: bool = False
+    """Run the solvers' forked work in the test's process (:data:`IN_PROCESS`)."""
 
 
 SUPERVISOR_TESTS = (*(f"tests/unit/agent/test_{name}.py" for name in (
@@ -84,13 +90,20 @@ PARTS = (
                                                        "baseline", "bounds", "formulation",
                                                        "registry")),
          ("tests/unit/policies/test_partition.py", "tests/unit/policies/test_partition_edges.py",
-          "tests/unit/policies/test_partition_values.py", "tests/unit/cli/test_plan.py")),
+          "tests/unit/policies/test_partition_values.py", "tests/unit/cli/test_plan.py"),
+         in_process=True),
     Part("policies-partition-solvers", tuple(f"src/cotenant/policies/partition/{name}.py"
                                              for name in ("milp", "highs", "genetic", "mcts",
-                                                          "search", "auto", "child")),
+                                                          "search", "auto")),
          ("tests/unit/policies/test_partition.py", "tests/unit/policies/test_partition_edges.py",
           "tests/unit/policies/test_partition_scale.py",
-          "tests/unit/policies/test_partition_limits.py")),
+          "tests/unit/policies/test_partition_limits.py",
+          *(f"--deselect=tests/unit/policies/test_partition_limits.py::{name}" for name in (
+              "test_a_child_that_overruns_is_killed_on_time",
+              "test_a_child_error_comes_back_as_itself_or_as_one_line"))),
+         in_process=True),
+    Part("policies-partition-child", ("src/cotenant/policies/partition/child.py",),
+         ("tests/unit/policies/test_partition_limits.py",)),
     Part("policies-partition-reconfig", ("src/cotenant/policies/partition/reconfig/*",),
          ("tests/unit/policies/test_reconfig.py", "tests/unit/policies/test_reconfig_values.py",
           "tests/unit/policies/test_reconfig_stages.py",
@@ -412,6 +425,20 @@ def pytest_sessionfinish(session: object, exitstatus: int) -> None:
 '''
 """A pytest plugin put in each scratch copy's ``src/`` and loaded by its tests."""
 
+IN_PROCESS = '''"""Run the partition solvers' forked work in the test's own process.
+
+mutmut records which tests reach a function only in the process that runs them, so work
+done in a forked child would show no tests; cotenant.policies.partition.child runs it in
+process where fork is unavailable, and this makes it so."""
+
+
+def pytest_configure(config: object) -> None:
+    from cotenant.policies.partition import child
+
+    child.CAN_FORK = False
+'''
+"""The plugin of the parts with ``in_process`` set, put beside :data:`REAPER`."""
+
 
 def write_settings(where: Path, part: Part, tests: Sequence[str]) -> None:
     """The project's pyproject.toml with the part's mutmut settings, selecting ``tests``, and
@@ -419,11 +446,14 @@ def write_settings(where: Path, part: Part, tests: Sequence[str]) -> None:
     for src in (where / "src", where / "mutants" / "src"):
         if src.is_dir():
             (src / "mutation_reaper.py").write_text(REAPER)
+            (src / "mutation_in_process.py").write_text(IN_PROCESS)
     settings = {
         "source_paths": ["src/"],
         "only_mutate": list(part.mutate),
         "pytest_add_cli_args_test_selection": list(tests),
-        "pytest_add_cli_args": ["-p", "no:cacheprovider", "-p", "mutation_reaper", "-q"],
+        "pytest_add_cli_args": ["-p", "no:cacheprovider", "-p", "mutation_reaper",
+                                *(("-p", "mutation_in_process") if part.in_process else ()),
+                                "-q"],
         "also_copy": ["tests/", "examples/"],
     }
     lines = [f"{k} = {json.dumps(v)}" for k, v in settings.items()]

@@ -170,3 +170,45 @@ def test_a_temporary_replica_takes_the_profile_its_service_has_today() -> None:
     stages = node_stages(pb, current, plan_steps(pb, current, plan), 1)
     assert {(t.service, t.placement.profile.name) for t in stages.stages[2].temporaries} == {
         ("a", "4g.20gb"), ("b", "3g.20gb")}
+
+
+# Two GPUs a node. Node 0 (GPUs 0, 1) turns b's 3g on GPU 0 into two 1g beside a's 4g: the
+# whole node drains. b keeps 350 >= 90 req/s on its 7g on GPU 2 (node 1), but a has nothing
+# else (floor 300, and it had a replica today): it borrows on node 1's second GPU, GPU 3.
+A_ONLY = gpu("4g.20gb@0,3g.20gb@4", ["a", "b"])
+A_PLAN = gpu("4g.20gb@0,1g.5gb@4,1g.5gb@5", ["a", "b", "b"])
+B_SEVEN = gpu("7g.40gb@0", ["b"])
+
+
+def _stages(current: tuple[GpuPlan, ...], plan: tuple[GpuPlan, ...]) -> NodeStages:
+    pb = problem([300, 90])
+    change = plan_steps(pb, current, plan)
+    stages = node_stages(pb, current, change, 2)
+    assert stages.blocked is None
+    assert stages.floor == (300.0, 90.0)
+    return stages
+
+
+def test_a_node_lends_room_on_its_second_gpu() -> None:
+    # node 1 is final as it is (not drained); then, its GPU 2 full, it lends GPU 3 a's
+    # usual profile, a 4g at its one start (an intermediate layout: node 1 drains, b keeps
+    # 150 on GPU 0's 3g); node 0 changes; node 1 goes back to its final layout
+    stages = _stages((A_ONLY, EMPTY, B_SEVEN, EMPTY), (A_PLAN, B_SEVEN))
+    assert [(s.node, s.final, s.drains) for s in stages.stages] == [
+        (1, True, False), (1, False, True), (0, True, True), (1, True, True)]
+    assert [str(g.layout) for g in stages.stages[1].after] == ["7g.40gb@0", "4g.20gb@0"]
+    (temp,) = stages.stages[2].temporaries
+    assert (temp.service, temp.gpu, str(temp.placement)) == ("a", 3, "4g.20gb@0")
+    assert stages.stages[2].release == (temp,)
+
+
+def test_an_idle_instance_on_a_nodes_second_gpu_serves_as_it_is() -> None:
+    # as above, but GPU 3 holds a 4g the plan keeps idle: a's temporary replica starts there,
+    # with no intermediate layout, and goes once node 0 serves again
+    idle = gpu("4g.20gb@0", [None])
+    stages = _stages((A_ONLY, EMPTY, B_SEVEN, idle), (A_PLAN, B_SEVEN, idle))
+    assert [(s.node, s.final, s.drains) for s in stages.stages] == [
+        (1, True, False), (0, True, True)]
+    (temp,) = stages.stages[1].temporaries
+    assert (temp.service, temp.gpu, str(temp.placement)) == ("a", 3, "4g.20gb@0")
+    assert stages.stages[1].release == (temp,)
