@@ -107,6 +107,7 @@ PARTS = (
     Part("policies-partition-reconfig", ("src/cotenant/policies/partition/reconfig/*",),
          ("tests/unit/policies/test_reconfig.py", "tests/unit/policies/test_reconfig_values.py",
           "tests/unit/policies/test_reconfig_stages.py",
+          "tests/unit/policies/test_reconfig_rules.py",
           "tests/unit/policies/test_partition_edges.py")),
     Part("policies-colocation", ("src/cotenant/policies/colocation/*",),
          ("tests/unit/policies/colocation",)),

@@ -212,3 +212,49 @@ def test_an_idle_instance_on_a_nodes_second_gpu_serves_as_it_is() -> None:
     (temp,) = stages.stages[1].temporaries
     assert (temp.service, temp.gpu, str(temp.placement)) == ("a", 3, "4g.20gb@0")
     assert stages.stages[1].release == (temp,)
+
+
+def test_room_is_lent_until_the_shortfall_is_covered_exactly() -> None:
+    # b's floor is 150 req/s, all on its 3g on GPU 0; a keeps 650 on its 7g on GPU 2. The
+    # planner borrows a 3g for b on the free GPU 1 (150 covers the floor exactly). Node by
+    # node, GPU 0 and 1 drain together: node 1 lends b a 3g at its first start on GPU 3, which
+    # covers b's shortfall exactly, so no second one is added at 3g.20gb@4
+    pb = problem([300, 150])
+    current = (A_ONLY, EMPTY, gpu("7g.40gb@0", ["a"]), EMPTY)
+    plan = (gpu("4g.20gb@0,2g.10gb@4,1g.5gb@6", ["a", "b", "b"]), gpu("7g.40gb@0", ["a"]))
+    change = plan_steps(pb, current, plan)
+    assert [str(s) for s in change.steps][:2] == [
+        "create-instance gpu1 3g.20gb@0", "start-replica gpu1 3g.20gb@0 b"]
+    stages = node_stages(pb, current, change, 2)
+    assert stages.blocked is None
+    assert [(s.node, s.final, s.drains) for s in stages.stages] == [
+        (1, True, False), (1, False, True), (0, True, True), (1, True, True)]
+    assert [str(g.layout) for g in stages.stages[1].after] == ["7g.40gb@0", "3g.20gb@0"]
+    (temp,) = stages.stages[2].temporaries
+    assert (temp.service, temp.gpu, str(temp.placement)) == ("b", 3, "3g.20gb@0")
+
+
+def test_nodes_go_in_the_order_the_planner_first_changes_their_layouts() -> None:
+    # the planner creates b's 7g on the free GPU 1 first and only starts b on GPU 0's idle
+    # 3g (no layout step there): both nodes are ready from the start (b had no replica and
+    # has a floor of 0; GPU 0 only gains a replica), and node 1 goes first
+    pb = problem([100, 100])
+    current = (gpu("4g.20gb@0,3g.20gb@4", ["a", None]), EMPTY)
+    plan = (gpu("4g.20gb@0,3g.20gb@4", ["a", "b"]), gpu("7g.40gb@0", ["b"]))
+    change = plan_steps(pb, current, plan)
+    assert str(change.steps[0]) == "create-instance gpu1 7g.40gb@0"
+    stages = node_stages(pb, current, change, 1)
+    assert (stages.blocked, stages.why, stages.unsafe_from) == (None, None, None)
+    assert stages.floor == (100.0, 0.0)
+    assert [(s.node, s.final, s.drains) for s in stages.stages] == [(1, True, True),
+                                                                    (0, True, False)]
+
+
+def test_a_blocked_node_and_the_nodes_after_it_are_listed_as_final_stages() -> None:
+    pb = problem([300, 90])
+    current = (A_ONLY, EMPTY)
+    plan = (gpu("4g.20gb@0,1g.5gb@4,1g.5gb@5", ["a", "b", "b"]),)
+    stages = node_stages(pb, current, plan_steps(pb, current, plan), 2)
+    assert (stages.blocked, stages.unsafe_from, stages.floor) == (0, 0, (300.0, 90.0))
+    (stage,) = stages.stages
+    assert (stage.node, stage.final, stage.after) == (0, True, (plan[0], EMPTY))
