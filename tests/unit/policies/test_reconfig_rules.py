@@ -79,3 +79,22 @@ def test_a_stuck_replica_borrows_an_instance_the_plan_keeps_idle() -> None:
         "stop-replica gpu1 3g.20gb@0 a",
     ]
 
+
+
+def test_each_serving_gpu_repartitioned_counts_as_drained() -> None:
+    # two 7g serve a (floor 100): GPU 0 can go first (GPU 1's 650 keeps the floor) and is
+    # repartitioned; GPU 1 waits until a serves on GPU 0's new 4g (330), then goes too
+    layout = gpu("4g.20gb@0,3g.20gb@4", ["a", None])
+    result = order_by_rules(problem([100, 0]),
+                            (gpu("7g.40gb@0", ["a"]), gpu("7g.40gb@0", ["a"])), (layout, layout))
+    assert [str(s) for s in result.steps] == [
+        "move-traffic gpu0 7g.40gb@0 a",
+        "stop-replica gpu0 7g.40gb@0 a",
+        "repartition gpu0 4g.20gb@0,3g.20gb@4",
+        "start-replica gpu0 4g.20gb@0 a",
+        "move-traffic gpu1 7g.40gb@0 a",
+        "stop-replica gpu1 7g.40gb@0 a",
+        "repartition gpu1 4g.20gb@0,3g.20gb@4",
+        "start-replica gpu1 4g.20gb@0 a",
+    ]
+    assert (result.placement, result.drained) == ((0, 1), 2)
