@@ -108,6 +108,7 @@ PARTS = (
          ("tests/unit/policies/test_reconfig.py", "tests/unit/policies/test_reconfig_values.py",
           "tests/unit/policies/test_reconfig_stages.py",
           "tests/unit/policies/test_reconfig_rules.py",
+          "tests/unit/policies/test_reconfig_search.py",
           "tests/unit/policies/test_partition_edges.py")),
     Part("policies-colocation", ("src/cotenant/policies/colocation/*",),
          ("tests/unit/policies/colocation",)),
