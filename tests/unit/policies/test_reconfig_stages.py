@@ -258,3 +258,12 @@ def test_a_blocked_node_and_the_nodes_after_it_are_listed_as_final_stages() -> N
     assert (stages.blocked, stages.unsafe_from, stages.floor) == (0, 0, (300.0, 90.0))
     (stage,) = stages.stages
     assert (stage.node, stage.final, stage.after) == (0, True, (plan[0], EMPTY))
+
+
+def test_the_checker_fails_a_stage_on_a_node_outside_the_pool() -> None:
+    # one GPU a node, a pool of two; a stage list that builds a 7g on a node 2 nobody has
+    pb = problem([100, 0])
+    current = (gpu("7g.40gb@0", ["a"]), EMPTY)
+    stray = NodeStages((NodeStage(2, (EMPTY,), (gpu("7g.40gb@0", ["a"]),)),), (100.0, 0.0))
+    with pytest.raises(InfeasibleError, match=r"^node 2 does not end at its target layout"):
+        check_stages(pb, current, stray, current, 1)
