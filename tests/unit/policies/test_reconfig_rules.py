@@ -98,3 +98,12 @@ def test_each_serving_gpu_repartitioned_counts_as_drained() -> None:
         "start-replica gpu1 4g.20gb@0 a",
     ]
     assert (result.placement, result.drained) == ((0, 1), 2)
+
+
+def test_slots_kept_add_up_in_the_match() -> None:
+    # a plan GPU of seven 1g for a: GPU 0 keeps two of them for a as they are (2 x 3 points),
+    # GPU 1 all seven slots for another service (7 x 1 point): 7 > 6, so GPU 1
+    sevens = "1g.5gb@0,1g.5gb@1,1g.5gb@2,1g.5gb@3,1g.5gb@4,1g.5gb@5,1g.5gb@6"
+    current = (gpu("1g.5gb@0,1g.5gb@1", ["a", "a"]), gpu(sevens, ["b"] * 7))
+    result = order_by_rules(problem([0, 0]), current, (gpu(sevens, ["a"] * 7),))
+    assert result.placement == (1,)
