@@ -6,6 +6,7 @@ the floors after each write."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,15 @@ from cotenant.policies.partition.reconfig.stages import (
     differs,
     node_stages,
 )
-from tests.unit.policies.reconfig_helpers import EMPTY, gpu, problem, replan
+from tests.unit.policies.reconfig_helpers import (
+    EMPTY,
+    GEOMETRY,
+    PROFILES,
+    RATES,
+    gpu,
+    problem,
+    replan,
+)
 
 
 def test_a_partial_change_the_planner_makes_in_place_borrows_an_empty_node() -> None:
@@ -267,3 +276,25 @@ def test_the_checker_fails_a_stage_on_a_node_outside_the_pool() -> None:
     stray = NodeStages((NodeStage(2, (EMPTY,), (gpu("7g.40gb@0", ["a"]),)),), (100.0, 0.0))
     with pytest.raises(InfeasibleError, match=r"^node 2 does not end at its target layout"):
         check_stages(pb, current, stray, current, 1)
+
+
+def test_a_replica_that_serves_nothing_within_the_slo_is_still_lent_room() -> None:
+    # a's SLO now rules out the 1g: its one replica there serves 0 req/s within it (floor 0),
+    # but a had a replica today and must keep one. GPU 0's 3g for b becomes two 1g, so node 0
+    # drains: a lacks a replica (0 req/s), b 90 req/s and a replica. Node 1 lends a 2g for a
+    # (its 1g today serves nothing: the smallest profile that serves, at its first start)
+    # and b's usual 3g, at the first start that fits beside it
+    assert GEOMETRY is not None
+    pb = PartitionProblem(GEOMETRY, ("a", "b"), np.array([100.0, 90.0]), PROFILES,
+                          np.array([[0, 190, 260, 330, 650], RATES[1]], dtype=np.float64))
+    current = (gpu("1g.5gb@0,3g.20gb@4", ["a", "b"]), EMPTY)
+    plan = (gpu("1g.5gb@0,1g.5gb@4,1g.5gb@5", ["a", "b", "b"]),)
+    stages = node_stages(pb, current, plan_steps(pb, current, plan), 1)
+    assert (stages.blocked, stages.floor) == (None, (0.0, 90.0))
+    assert [(s.node, s.final, s.drains) for s in stages.stages] == [
+        (1, True, False), (1, False, True), (0, True, True), (1, True, True)]
+    assert [str(g.layout) for g in stages.stages[1].after] == ["2g.10gb@0,3g.20gb@4"]
+    temps = stages.stages[2].temporaries
+    assert [(t.service, t.gpu, str(t.placement)) for t in temps] == [
+        ("a", 1, "2g.10gb@0"), ("b", 1, "3g.20gb@4")]
+    assert stages.stages[2].release == temps
