@@ -298,3 +298,20 @@ def test_a_replica_that_serves_nothing_within_the_slo_is_still_lent_room() -> No
     assert [(t.service, t.gpu, str(t.placement)) for t in temps] == [
         ("a", 1, "2g.10gb@0"), ("b", 1, "3g.20gb@4")]
     assert stages.stages[2].release == temps
+
+
+def test_room_is_lent_by_a_node_empty_at_the_end_before_one_that_serves() -> None:
+    # one GPU a node. Node 1 keeps b's 1g (50 req/s); node 2 is empty, today and at the end
+    # (the planner borrows there, so it goes first). Node 0 drains: a lacks 300 req/s, b 40.
+    # Node 2 lends before node 1 (which serves at the end): a its usual 4g, b the smallest of
+    # its usual profiles that covers 40 (a 1g, 50), at the first start beside the 4g
+    pb = problem([300, 90])
+    one = gpu("1g.5gb@0", ["b"])
+    current = (A_ONLY, one, EMPTY)
+    stages = node_stages(pb, current, plan_steps(pb, current, (A_PLAN, one)), 1)
+    assert stages.blocked is None
+    assert [(s.node, s.final, s.drains) for s in stages.stages] == [
+        (2, True, False), (1, True, False), (2, False, True), (0, True, True), (2, True, True)]
+    temps = stages.stages[3].temporaries
+    assert [(t.service, t.gpu, str(t.placement)) for t in temps] == [
+        ("a", 2, "4g.20gb@0"), ("b", 2, "1g.5gb@4")]
