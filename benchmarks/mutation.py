@@ -396,6 +396,9 @@ NOT_COUNTED: dict[str, str] = {
     "cotenant.policies.partition.reconfig.search.xǁ_Searchǁblocker__mutmut_4":
         "equivalent: at s == spec (the first service the spec dropped) the checks below give "
         "None too: its floor, rate and replicas today are all 0",
+    "cotenant.policies.partition.reconfig.stages.x__release__mutmut_30":
+        "equivalent: the stage given the released replicas is the one _advance has just "
+        "appended, a final one, so final=True by default is the same",
     "cotenant.policies.partition.reconfig.stages.x__advance__mutmut_12":
         "equivalent: a node's lending flag as None instead of False (only its truth is read)",
     **{f"cotenant.policies.partition.reconfig.stages.x_check_stages__mutmut_{n}":
