@@ -408,6 +408,19 @@ NOT_COUNTED: dict[str, str] = {
        "equivalent: today's or the goal's GPUs padded with more empty GPUs than the nodes "
        "hold: node_gpus never slices past the last node"
        for fn, ns in (("check_stages", (31, 37)), ("node_stages", (19, 25))) for n in ns},
+    "cotenant.policies.partition.reconfig.rules.x_order_by_rules__mutmut_148":
+        "equivalent: shrink's progress flag starting as None instead of False (only its "
+        "truth is read)",
+    "cotenant.policies.partition.reconfig.rules.x_order_by_rules__mutmut_179":
+        "equivalent: a repartitioned GPU's whole flag None instead of False: only its truth "
+        "is read, and in the states compared for a repeat it stands for False alike",
+    **{f"cotenant.policies.partition.reconfig.rules.x_order_by_rules__mutmut_{n}":
+       "equivalent: whole is decided before any step, when a GPU beyond today's (added "
+       "empty) has no instance, so only today's GPUs are repartitioned and g < "
+       "len(current) holds there" for n in (185, 187, 188)},
+    "cotenant.policies.partition.reconfig.rules.x_order_by_rules__mutmut_27":
+        "equivalent: the state padded with more empty GPUs than the pool: no loop reaches "
+        "past the pool's, and an empty GPU serves nothing",
     **{f"cotenant.policies.partition.problem.x_served__mutmut_{n}":
        "equivalent: np.bincount with float weights is float64, and so is it times a float"
        for n in (28, 30)},
