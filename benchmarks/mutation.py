@@ -408,9 +408,13 @@ NOT_COUNTED: dict[str, str] = {
        "equivalent: today's or the goal's GPUs padded with more empty GPUs than the nodes "
        "hold: node_gpus never slices past the last node"
        for fn, ns in (("check_stages", (31, 37)), ("node_stages", (19, 25))) for n in ns},
-    "cotenant.policies.partition.reconfig.rules.x_order_by_rules__mutmut_148":
-        "equivalent: shrink's progress flag starting as None instead of False (only its "
-        "truth is read)",
+    **{f"cotenant.policies.partition.reconfig.rules.x_order_by_rules__mutmut_{n}":
+       "equivalent: grow's or shrink's progress flag starting as None instead of False "
+       "(only its truth is read)" for n in (57, 148)},
+    "cotenant.policies.partition.reconfig.rules.x_order_by_rules__mutmut_98":
+        "equivalent: release's flag starts as (g, p) in temps, which is False for every "
+        "instance shrink releases but its temporary replicas, and those always serve a "
+        "service, so the flag is set True below (or release returns first)",
     "cotenant.policies.partition.reconfig.rules.x_order_by_rules__mutmut_179":
         "equivalent: a repartitioned GPU's whole flag None instead of False: only its truth "
         "is read, and in the states compared for a repeat it stands for False alike",
