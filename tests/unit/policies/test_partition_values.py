@@ -5,6 +5,8 @@ hand-made plans."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -176,3 +178,19 @@ def test_repack_puts_instances_on_the_fewest_gpus() -> None:
     nothing = repack(pb, np.zeros(5, dtype=np.int64), 0.5)
     assert nothing is not None
     assert nothing.sum() == 0
+
+
+def test_a_node_config_name_is_stable_and_changes_with_each_thing_it_names() -> None:
+    """The name is ``cotenant-node-`` and 8 hex digits, the same for the same content in
+    every call, and another for another layout, GPU model or node size."""
+    seven = (("7g.40gb", 1),)
+    four_three = (("3g.20gb", 1), ("4g.20gb", 1))
+    base = node_config_name((seven, four_three), "A100-40GB", 2)
+    assert re.fullmatch(r"cotenant-node-[0-9a-f]{8}", base)
+    assert node_config_name((seven, four_three), "A100-40GB", 2) == base
+    others = {node_config_name((four_three, seven), "A100-40GB", 2),  # devices swapped
+              node_config_name((seven, seven), "A100-40GB", 2),
+              node_config_name((seven, four_three), "A100-80GB", 2),
+              node_config_name((seven, four_three), "A100-40GB", 4)}
+    assert len(others) == 4
+    assert base not in others
