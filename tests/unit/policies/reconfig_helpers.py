@@ -8,25 +8,24 @@ import numpy as np
 
 from cotenant.model.deployment import GpuPlan
 from cotenant.model.gpu import CATALOG
-from cotenant.model.mig import MigLayout
+from cotenant.model.mig import MigGeometry, MigLayout
 from cotenant.policies.partition import PARTITION, PartitionProblem
 from cotenant.policies.partition.reconfig import Reconfiguration, plan_steps
 
-GEOMETRY = CATALOG.get("A100-40GB").mig
-assert GEOMETRY is not None
+_FOUND = CATALOG.get("A100-40GB").mig
+assert _FOUND is not None
+GEOMETRY: MigGeometry = _FOUND
 PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
 RATES = [[100, 190, 260, 330, 650], [50, 100, 150, 200, 350]]
 EMPTY = GpuPlan(MigLayout(), ())
 
 
 def problem(demand: list[float]) -> PartitionProblem:
-    assert GEOMETRY is not None
     return PartitionProblem(GEOMETRY, ("a", "b"), np.array(demand, dtype=np.float64), PROFILES,
                             np.array(RATES, dtype=np.float64))
 
 
 def gpu(text: str, services: list[str | None]) -> GpuPlan:
-    assert GEOMETRY is not None
     layout = GEOMETRY.parse(text)
     return GpuPlan(layout, tuple(zip(layout.placements, services, strict=True)))
 

@@ -4,30 +4,10 @@ no pending plan instance needs, and give it back once the planned replicas serve
 
 from __future__ import annotations
 
-import numpy as np
-
-from cotenant.model.deployment import GpuPlan
-from cotenant.model.gpu import CATALOG
-from cotenant.model.mig import MigGeometry, MigLayout
-from cotenant.policies.partition import PartitionProblem
 from cotenant.policies.partition.reconfig.rules import order_by_rules
+from tests.unit.policies.reconfig_helpers import EMPTY, gpu, problem
 
-_FOUND = CATALOG.get("A100-40GB").mig
-assert _FOUND is not None
-GEOMETRY: MigGeometry = _FOUND
-PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
-RATES = [[100, 190, 260, 330, 650], [50, 100, 150, 200, 350]]
-FREE = GpuPlan(MigLayout(), ())
-
-
-def problem(demand: list[float]) -> PartitionProblem:
-    return PartitionProblem(GEOMETRY, ("a", "b"), np.array(demand, dtype=np.float64),
-                            PROFILES, np.array(RATES, dtype=np.float64))
-
-
-def gpu(text: str, services: list[str | None]) -> GpuPlan:
-    layout = GEOMETRY.parse(text)
-    return GpuPlan(layout, tuple(zip(layout.placements, services, strict=True)))
+FREE = EMPTY
 
 
 SWAP = gpu("4g.20gb@0,3g.20gb@4", ["b", "a"])

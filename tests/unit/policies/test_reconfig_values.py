@@ -9,8 +9,7 @@ import pytest
 
 from cotenant.errors import InfeasibleError
 from cotenant.model.deployment import GpuPlan
-from cotenant.model.gpu import CATALOG
-from cotenant.model.mig import MigGeometry, MigLayout, MigPlacement
+from cotenant.model.mig import MigPlacement
 from cotenant.policies.partition import PartitionProblem
 from cotenant.policies.partition.reconfig import (
     SearchBound,
@@ -25,23 +24,9 @@ from cotenant.policies.partition.reconfig import (
 from cotenant.policies.partition.reconfig.lend import _profiles
 from cotenant.policies.partition.reconfig.pool import Pool
 from cotenant.policies.partition.reconfig.steps import losing
+from tests.unit.policies.reconfig_helpers import EMPTY, GEOMETRY, PROFILES, RATES, gpu, problem
 
-_FOUND = CATALOG.get("A100-40GB").mig
-assert _FOUND is not None
-GEOMETRY: MigGeometry = _FOUND
-PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
-RATES = [[100, 190, 260, 330, 650], [50, 100, 150, 200, 350]]
-FREE = GpuPlan(MigLayout(), ())
-
-
-def problem(demand: list[float]) -> PartitionProblem:
-    return PartitionProblem(GEOMETRY, ("a", "b"), np.array(demand, dtype=np.float64),
-                            PROFILES, np.array(RATES, dtype=np.float64))
-
-
-def gpu(text: str, services: list[str | None]) -> GpuPlan:
-    layout = GEOMETRY.parse(text)
-    return GpuPlan(layout, tuple(zip(layout.placements, services, strict=True)))
+FREE = EMPTY
 
 
 def test_a_new_layout_is_built_on_the_free_gpu_then_the_old_one_retired() -> None:
