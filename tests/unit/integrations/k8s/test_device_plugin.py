@@ -4,11 +4,8 @@ kubelet does, then restarts its socket and waits for the plugin to register agai
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,15 +64,6 @@ def pod(name: str, node: str, requests: dict[str, str], gpus: str | None) -> dic
         meta["annotations"] = {"cotenant.io/gpus": gpus, "cotenant.io/gpu-milli": "250"}
     return {"metadata": meta, "spec": {"nodeName": node, "containers": [
         {"name": "main", "resources": {"requests": requests}}]}}
-
-
-@pytest.fixture
-def sockets() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="dp-", dir="/tmp"))  # unix paths: at most 107 bytes
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def wait_for(condition: Any, timeout: float = 10.0) -> None:

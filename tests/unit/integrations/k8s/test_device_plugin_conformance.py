@@ -18,9 +18,7 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,15 +87,6 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     f"(a newer gRPC-Go?): {errors[0]}")
     assert built.returncode == 0, built.stderr
     return binary
-
-
-@pytest.fixture
-def sockets() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="dpc-", dir="/tmp"))  # unix paths: at most 107 bytes
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def pod(name: str, requests: dict[str, str], gpus: str) -> dict[str, Any]:
