@@ -20,6 +20,7 @@ from cotenant.policies.partition.export import (
     WHOLE,
     node_config_name,
     node_layouts,
+    to_json,
     to_mig_parted,
 )
 from cotenant.policies.partition.packing import repack
@@ -127,14 +128,16 @@ def test_a_whole_gpu_plan_is_one_config_with_mig_off() -> None:
 
 
 def test_one_config_per_distinct_layout() -> None:
-    plan = Plan("mine", (gpu("4g.20gb@0,3g.20gb@4", ["s0", "s0"]), gpu("7g.40gb@0", ["s0"]),
-                         gpu("4g.20gb@0,3g.20gb@4", [None, "s0"])), 3, False)
-    assert to_mig_parted(plan, "A100-40GB") == {"version": "v1", "mig-configs": {
+    four_three, seven = gpu("4g.20gb@0,3g.20gb@4", ["s0", "s0"]), gpu("7g.40gb@0", ["s0"])
+    expected = {"version": "v1", "mig-configs": {
         "cotenant-0": [{"devices": "all", "mig-enabled": True, "device-filter": FILTER,
                         "mig-devices": {"3g.20gb": 1, "4g.20gb": 1}}],
         "cotenant-1": [{"devices": "all", "mig-enabled": True, "device-filter": FILTER,
                         "mig-devices": {"7g.40gb": 1}}],
     }}
+    # a layout seen again is skipped, wherever it comes
+    for gpus in ((four_three, seven, four_three), (four_three, four_three, seven)):
+        assert to_mig_parted(Plan("mine", gpus, 3, False), "A100-40GB") == expected
 
 
 def test_layouts_are_dealt_onto_nodes_more_instances_first() -> None:
@@ -155,6 +158,46 @@ def test_layouts_are_dealt_onto_nodes_more_instances_first() -> None:
              "mig-devices": dict(seven)},
             {"devices": [1], "mig-enabled": False}],
     }}
+
+
+ONES = ",".join(f"1g.5gb@{i}" for i in range(7))
+
+
+def test_layouts_with_more_profiles_come_first_on_nodes_and_within_one() -> None:
+    four_three = (("3g.20gb", 1), ("4g.20gb", 1))
+    ones = (("1g.5gb", 7),)
+    seven = (("7g.40gb", 1),)
+    # by name "1g.5gb" < "3g.20gb" < "7g.40gb"; by profiles 4+3 (two) before the others
+    plan = Plan("mine", (gpu("7g.40gb@0", ["s0"]), gpu(ONES, ["s0"] * 7),
+                         gpu("4g.20gb@0,3g.20gb@4", ["s0", "s0"])), 3, False)
+    assert node_layouts(plan, 2) == [(four_three, seven), (ones,)]
+    twice = Plan("mine", (gpu(ONES, ["s0"] * 7), gpu("4g.20gb@0,3g.20gb@4", ["s0", "s0"]),
+                          gpu(ONES, ["s0"] * 7), gpu("4g.20gb@0,3g.20gb@4", ["s0", "s0"])),
+                 4, False)
+    assert node_layouts(twice, 2) == [(four_three, ones), (four_three, ones)]
+
+
+def test_the_json_plan_rounds_each_figure_to_its_places() -> None:
+    pb = problem([100.12345, 250.0], rates=[[100.2, 190.0, 260.0, 330.0, 650.0]] * 2)
+    plan = Plan("mine", (gpu("4g.20gb@0,3g.20gb@4", ["s1", None]),
+                         gpu("7g.40gb@0", ["s0"]), gpu("7g.40gb@0", [None])),
+                2, False, seconds=0.123456)
+    doc = to_json(pb, plan, "A100-40GB")
+    assert {k: doc[k] for k in ("gpu_model", "solver", "gpus", "lower_bound", "optimal",
+                                "gap", "seconds")} == {
+        "gpu_model": "A100-40GB", "solver": "mine", "gpus": 3, "lower_bound": 2,
+        "optimal": False, "gap": 0.3333, "seconds": 0.1235}
+    assert doc["layouts"] == {"4g.20gb@0,3g.20gb@4": 1, "7g.40gb@0": 2}
+    assert doc["services"] == [
+        {"name": "s0", "demand_rps": 100.123, "capacity_rps": 650.0},
+        {"name": "s1", "demand_rps": 250.0, "capacity_rps": 330.0}]
+    assert doc["gpu_plans"][0] == {"gpu": 0, "layout": "4g.20gb@0,3g.20gb@4", "instances": [
+        {"instance": "4g.20gb@0", "service": "s1"}, {"instance": "3g.20gb@4", "service": None}]}
+    odd = Plan("mine", (gpu("7g.40gb@0", ["s0"]),), 1, True, seconds=2.0 / 3)
+    third = problem([1.0 / 3], rates=[[0.1, 0.2, 0.3, 0.4, 2.0 / 3]])
+    assert to_json(third, odd, "A100-40GB")["seconds"] == 0.6667
+    assert to_json(third, odd, "A100-40GB")["services"] == [
+        {"name": "s0", "demand_rps": 0.333, "capacity_rps": 0.667}]
 
 
 def test_nodes_need_at_least_one_gpu() -> None:

@@ -56,13 +56,13 @@ def to_mig_parted(plan: Plan, gpu_model: str, gpus_per_node: int | None = None) 
     if gpus_per_node is not None:
         return _per_node(plan, gpu_model, gpus_per_node)
     configs: dict[str, Any] = {}
-    seen: dict[tuple[tuple[str, int], ...], str] = {}
+    seen: set[tuple[tuple[str, int], ...]] = set()
     for gpu in plan.gpus:
         key = layout_key(gpu.layout)
         if key in seen:
             continue
         name = f"cotenant-{len(seen)}"
-        seen[key] = name
+        seen.add(key)
         selection: dict[str, Any] = {"devices": "all", "mig-enabled": True}
         if gpu_model in DEVICE_FILTERS:
             selection["device-filter"] = list(DEVICE_FILTERS[gpu_model])

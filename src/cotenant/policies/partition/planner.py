@@ -68,17 +68,13 @@ def build_problem(spec: ServingSpec, table: ProfileTable) -> PartitionProblem:
         used = [max(names, key=lambda n: _profile_order(geometry, n))]
     columns = [names.index(n) for n in used]
     rate = rates[:, columns]
-    others = {(spec.services[s].name, names[j]): float(rates[s, j])  # profiles left out
-              for j in range(len(names)) if names[j] not in used
-              for s in np.flatnonzero(rates[:, j] > 0)}
     best = rate.max(axis=1)  # > 0 wherever demand is (checked above)
     fewest = float(np.sum(np.divide(demand, best, out=np.zeros_like(demand), where=best > 0)))
     if fewest > 10 * MAX_PLAN_GPUS:  # before building anything: a unit mistake, say 1e12
         _too_many(spec, fewest)
-    problem = PartitionProblem(
-        geometry, tuple(s.name for s in spec.services), demand, tuple(used), rate,
-        geometry.maximal_layouts(tuple(used)), others,
-    )
+    # every profile with a rate is used, so no service has a rate on a profile left out
+    problem = PartitionProblem(geometry, tuple(s.name for s in spec.services), demand,
+                               tuple(used), rate)
     fewest = max(fewest, slice_bound(problem))  # integer instances: the slices they take
     if fewest > MAX_PLAN_GPUS:
         _too_many(spec, fewest)
