@@ -101,7 +101,8 @@ PARTS = (
          ("tests/unit/policies/test_partition.py", "tests/unit/policies/test_partition_edges.py",
           "tests/unit/policies/test_partition_values.py",
           "tests/unit/policies/test_partition_planner.py",
-          "tests/unit/policies/test_partition_patterns.py", "tests/unit/cli/test_plan.py",
+          "tests/unit/policies/test_partition_patterns.py",
+          "tests/unit/policies/test_partition_bounds.py", "tests/unit/cli/test_plan.py",
           *PARTITION_IN_PROCESS_TESTS),
          in_process=True),
     Part("policies-partition-solvers", tuple(f"src/cotenant/policies/partition/{name}.py"

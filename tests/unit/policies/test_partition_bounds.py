@@ -1,0 +1,73 @@
+"""The planner's lower bounds by value on a problem where the LP bound is above the slice
+bound: one A100 holds at most one 4g instance, so three 4g instances need three GPUs
+although their 12 compute slices fit in two. The LP is tried only with the time it may take
+(a share of what the deadline has left, less a margin), and rates below 1 req/s count."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cotenant.model.deployment import GpuPlan
+from cotenant.model.gpu import CATALOG
+from cotenant.model.mig import MigGeometry
+from cotenant.policies.partition import PartitionProblem, verify
+from cotenant.policies.partition.bounds import Relaxation, lower_bound, lp_bound, relaxation
+from cotenant.policies.partition.formulation import slice_bound
+from cotenant.policies.partition.problem import TOLERANCE, Deadline, Plan
+
+_FOUND = CATALOG.get("A100-40GB").mig
+assert _FOUND is not None
+GEOMETRY: MigGeometry = _FOUND
+PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
+
+
+def only_4g(demand: float, rate: float = 100.0) -> PartitionProblem:
+    """One service only a 4g instance serves, at ``rate`` req/s each."""
+    return PartitionProblem(GEOMETRY, ("s",), np.array([demand]), PROFILES,
+                            np.array([[0.0, 0.0, 0.0, rate, 0.0]]))
+
+
+def still(left: float) -> Deadline:
+    """A deadline with ``left`` seconds left, on a clock that does not move."""
+    return Deadline(left, clock=lambda: 0.0)
+
+
+def test_three_4g_instances_need_three_gpus_though_their_slices_fit_in_two() -> None:
+    problem = only_4g(300.0)
+    assert slice_bound(problem) == 2  # ceil(12 / 7)
+    assert lp_bound(problem) == 3
+    assert lower_bound(problem) == 2  # no deadline, no relaxation: the slice bound
+    relaxed = relaxation(problem)
+    assert relaxed is not None
+    assert abs(relaxed.value - 3.0) < 1e-9
+    assert lower_bound(problem, relaxed=relaxed) == 3  # exactly 3: not rounded up past it
+
+
+def test_the_lp_is_tried_only_with_its_share_of_the_time_left() -> None:
+    problem = only_4g(300.0)
+    # the margin is 0.03 s + 20 us per service; HiGHS is not handed under 0.02 s
+    assert lower_bound(problem, still(1.0)) == 3
+    assert lower_bound(problem, still(0.06)) == 2  # half of 0.06 - 0.03002: too short
+    assert lower_bound(problem, still(0.06), share=1.0) == 3  # all of it: 0.02998 s
+
+
+def test_an_lp_value_is_rounded_up_past_its_solver_noise_only() -> None:
+    problem = only_4g(300.0)
+    none = np.zeros(0)
+    for value, bound in ((3.0000004, 3), (3.000002, 4), (2.9999996, 3)):
+        relaxed = Relaxation(value, none, none, none)
+        assert lower_bound(problem, relaxed=relaxed) == bound
+
+
+def test_rates_below_one_request_a_second_still_count() -> None:
+    problem = only_4g(1.5, rate=0.5)  # three 4g instances of 0.5 req/s
+    assert lp_bound(problem) == 3
+
+
+def test_a_plan_exactly_at_the_tolerance_is_valid() -> None:
+    demand = 1000.0
+    edge = demand - TOLERANCE * max(1.0, demand)
+    problem = PartitionProblem(GEOMETRY, ("s",), np.array([demand]), PROFILES,
+                               np.array([[0.0, 0.0, 0.0, 0.0, edge]]))
+    layout = GEOMETRY.parse("7g.40gb@0")
+    verify(problem, Plan("edge", (GpuPlan(layout, ((layout.placements[0], "s"),)),), 1, True))
