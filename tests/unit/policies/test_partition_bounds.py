@@ -1,7 +1,8 @@
-"""The planner's lower bounds by value on a problem where the LP bound is above the slice
-bound: one A100 holds at most one 4g instance, so three 4g instances need three GPUs
-although their 12 compute slices fit in two. The LP is tried only with the time it may take
-(a share of what the deadline has left, less a margin), and rates below 1 req/s count."""
+"""The planner's program and lower bounds by value: the program written out by hand for two
+profiles, and a problem where the LP bound is above the slice bound (one A100 holds at most
+one 4g instance, so three 4g instances need three GPUs although their 12 compute slices fit
+in two). The LP is tried only with the time it may take (a share of what the deadline has
+left, less a margin), and rates below 1 req/s count."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigGeometry
 from cotenant.policies.partition import PartitionProblem, verify
 from cotenant.policies.partition.bounds import Relaxation, lower_bound, lp_bound, relaxation
-from cotenant.policies.partition.formulation import slice_bound
+from cotenant.policies.partition.formulation import formulate, slice_bound
 from cotenant.policies.partition.problem import TOLERANCE, Deadline, Plan
 
 _FOUND = CATALOG.get("A100-40GB").mig
@@ -71,3 +72,34 @@ def test_a_plan_exactly_at_the_tolerance_is_valid() -> None:
                                np.array([[0.0, 0.0, 0.0, 0.0, edge]]))
     layout = GEOMETRY.parse("7g.40gb@0")
     verify(problem, Plan("edge", (GpuPlan(layout, ((layout.placements[0], "s"),)),), 1, True))
+
+
+def test_the_program_by_hand_on_two_profiles() -> None:
+    # s0: 100 req/s, 30 on a 3g or exactly 25 on a 4g; s1: 60 req/s, 50 on a 4g; s2: none
+    problem = PartitionProblem(
+        GEOMETRY, ("s0", "s1", "s2"), np.array([100.0, 60.0, 0.0]), ("3g.20gb", "4g.20gb"),
+        np.array([[30.0, 25.0], [0.0, 50.0], [30.0, 25.0]]))
+    form = formulate(problem, free=np.array([1, 2]))
+    y = problem.layout_counts()[form.layouts]
+    assert sorted(map(tuple, y.tolist())) == [(1, 1), (2, 0)]  # 3g+4g, 3g+3g
+    assert form.pairs.tolist() == [[0, 0], [0, 1], [1, 1]]  # an instance serving s2: none
+    np.testing.assert_array_equal(form.cost, [1, 1, 0, 0, 0])
+    near = 1 - TOLERANCE / 2
+    inf = np.inf
+    np.testing.assert_array_equal(form.matrix.toarray(), [
+        [-y[0, 0], -y[1, 0], 1, 0, 0],  # 3g instances exist: z - c y <= free
+        [-y[0, 1], -y[1, 1], 0, 1, 1],  # 4g
+        [0, 0, 0.3, 0.25, 0], [0, 0, 0, 0, 50 / 60],  # demand rows: r / d
+        [0, 0, 3, 4, 0], [0, 0, 0, 0, 4],  # compute slices
+        [0, 0, 4, 4, 0], [0, 0, 0, 0, 4]])  # memory slices
+    # s0 needs four 3g (12 slices; three give 90 req/s) and four instances of memory (16);
+    # s1 two 4g (8 and 8)
+    np.testing.assert_array_equal(form.row_lower, [-inf, -inf, near, near, 12, 8, 16, 8])
+    np.testing.assert_array_equal(form.row_upper, [1, 2, inf, inf, inf, inf, inf, inf])
+    # at most ceil(d / r) of each: 100 / 25 is exactly 4, not 5
+    np.testing.assert_array_equal(form.upper, [inf, inf, 4, 4, 2])
+    a_ub, b_ub = form.as_upper_rows()
+    np.testing.assert_array_equal(b_ub, [1, 2, -near, -near, -12, -8, -16, -8])
+    np.testing.assert_array_equal(a_ub.toarray(), np.vstack([form.matrix.toarray()[:2],
+                                                            -form.matrix.toarray()[2:]]))
+    assert formulate(problem).row_upper[:2].tolist() == [0.0, 0.0]  # nothing free
