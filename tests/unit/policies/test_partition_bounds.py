@@ -7,12 +7,19 @@ left, less a margin), and rates below 1 req/s count."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from cotenant.model.deployment import GpuPlan
 from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigGeometry
 from cotenant.policies.partition import PartitionProblem, verify
-from cotenant.policies.partition.bounds import Relaxation, lower_bound, lp_bound, relaxation
+from cotenant.policies.partition.bounds import (
+    Relaxation,
+    lower_bound,
+    lp_bound,
+    relaxation,
+    solver_time,
+)
 from cotenant.policies.partition.formulation import formulate, slice_bound
 from cotenant.policies.partition.problem import TOLERANCE, Deadline, Plan
 
@@ -41,6 +48,9 @@ def test_three_4g_instances_need_three_gpus_though_their_slices_fit_in_two() -> 
     relaxed = relaxation(problem)
     assert relaxed is not None
     assert abs(relaxed.value - 3.0) < 1e-9
+    # the dual price of an instance, in GPUs: each 4g takes a GPU of its own, nothing else
+    # is asked for
+    np.testing.assert_allclose(relaxed.price, [0.0, 0.0, 0.0, 1.0, 0.0], atol=1e-9)
     assert lower_bound(problem, relaxed=relaxed) == 3  # exactly 3: not rounded up past it
 
 
@@ -50,6 +60,16 @@ def test_the_lp_is_tried_only_with_its_share_of_the_time_left() -> None:
     assert lower_bound(problem, still(1.0)) == 3
     assert lower_bound(problem, still(0.06)) == 2  # half of 0.06 - 0.03002: too short
     assert lower_bound(problem, still(0.06), share=1.0) == 3  # all of it: 0.02998 s
+
+
+def test_the_solver_time_is_a_share_of_what_is_left_less_a_margin_per_service() -> None:
+    one, many = only_4g(300.0), PartitionProblem(
+        GEOMETRY, tuple(f"s{i}" for i in range(500)), np.full(500, 10.0), PROFILES,
+        np.tile([10.0, 20.0, 30.0, 40.0, 70.0], (500, 1)))
+    assert solver_time(one, still(1.0)) == pytest.approx(1.0 - 0.03 - 2e-5)
+    assert solver_time(one, still(1.0), 0.25) == pytest.approx(0.25 * (1.0 - 0.03 - 2e-5))
+    assert solver_time(many, still(2.0)) == pytest.approx(2.0 - 0.03 - 2e-5 * 500)
+    assert solver_time(many, still(0.035)) == 0.0  # less left than the margin
 
 
 def test_an_lp_value_is_rounded_up_past_its_solver_noise_only() -> None:
