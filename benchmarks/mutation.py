@@ -102,7 +102,8 @@ PARTS = (
           "tests/unit/policies/test_partition_values.py",
           "tests/unit/policies/test_partition_planner.py",
           "tests/unit/policies/test_partition_patterns.py",
-          "tests/unit/policies/test_partition_bounds.py", "tests/unit/cli/test_plan.py",
+          "tests/unit/policies/test_partition_bounds.py",
+          "tests/unit/policies/test_partition_greedy.py", "tests/unit/cli/test_plan.py",
           *PARTITION_IN_PROCESS_TESTS),
          in_process=True),
     Part("policies-partition-solvers", tuple(f"src/cotenant/policies/partition/{name}.py"
@@ -451,6 +452,30 @@ NOT_COUNTED: dict[str, str] = {
     **{f"cotenant.policies.partition.formulation.x_distinct_layouts__mutmut_{n}":
        "equivalent: a list of Python ints (never empty: some layout is undominated) makes "
        "an int64 array without the dtype" for n in (19, 21)},
+    **{f"cotenant.policies.partition.greedy.x_instance_counts__mutmut_{n}":
+       "equivalent: a profile without a rate ranked at efficiency 0 or -2 instead of -1 still "
+       "ranks below every profile with one (efficiency > 0), and a service with no rate at "
+       "all has no demand" for n in (12, 16)},
+    "cotenant.policies.partition.greedy.x_instance_counts__mutmut_21":
+        "equivalent: lexsort's default axis is the last, which is axis 1 of the (S, P) keys",
+    "cotenant.policies.partition.greedy.x_instance_counts__mutmut_42":
+        "equivalent: the stand-in divisor (1 or 2) of a service whose best rate is 0 is read "
+        "only where it has no demand, and its whole count is 0 there",
+    "cotenant.policies.partition.greedy.x_instance_counts__mutmut_44":
+        "equivalent: the whole counts as float64 hold the same whole numbers, assigned into "
+        "the int64 counts",
+    **{f"cotenant.policies.partition.greedy.x_instance_counts__mutmut_{n}":
+       "equivalent: at a demand of 0 the whole count (0 / rate) and the rest (0) are 0 "
+       "either way" for n in (51, 61)},
+    "cotenant.policies.partition.greedy.x_instance_counts__mutmut_79":
+        "equivalent: a profile with no rate never covers a rest, which is positive on every "
+        "row it is read for",
+    "cotenant.policies.partition.greedy.x_instance_counts__mutmut_96":
+        "equivalent: every service with a rest has a covering profile (the rest is less than "
+        "one instance of its best profile), so the fallback to the best is never taken",
+    **{f"cotenant.policies.partition.greedy.x_pack__mutmut_{n}":
+       "equivalent: the layout use as float64 holds the same whole numbers; every reader "
+       "converts it with int()" for n in (6, 8)},
 }
 """Mutants left out of the score, with the reason: a name ending in its number is one
 mutant, any other a prefix (every mutant of a function)."""

@@ -1,0 +1,92 @@
+"""The greedy's instance counts worked by hand, one rule per case: whole instances of the
+most efficient profile (req/s per compute slice, the larger on ties), the rest on the
+smallest profile whose rate covers it, rates below 1 req/s, demands below one instance, the
+absolute tolerance under 1 req/s; and the MILP's columns: one layout per profile multiset,
+none dominated by another."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from cotenant.model.gpu import CATALOG
+from cotenant.model.mig import MigGeometry
+from cotenant.policies.partition import PartitionProblem
+from cotenant.policies.partition.formulation import distinct_layouts
+from cotenant.policies.partition.greedy import instance_counts
+
+_FOUND = CATALOG.get("A100-40GB").mig
+assert _FOUND is not None
+GEOMETRY: MigGeometry = _FOUND
+PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")  # 1, 2, 3, 4, 7 slices
+
+
+def counts(demand: float, rates: list[float]) -> list[int]:
+    problem = PartitionProblem(GEOMETRY, ("s",), np.array([demand]), PROFILES,
+                               np.array([rates]))
+    return instance_counts(problem)[0].tolist()
+
+
+@pytest.mark.parametrize(("demand", "rates", "expected"), [
+    # req/s per slice 10, 12.5, 10, 11.25, 10: the 2g; 100 = four of them exactly
+    (100.0, [10.0, 25.0, 30.0, 45.0, 70.0], [0, 4, 0, 0, 0]),
+    # 110: four 2g and 10 left, which a 1g covers exactly
+    (110.0, [10.0, 25.0, 30.0, 45.0, 70.0], [1, 4, 0, 0, 0]),
+    # every profile 10 per slice: the larger, the 7g; 150 = two 7g and a 1g for the 10 left
+    (150.0, [10.0, 20.0, 30.0, 40.0, 70.0], [1, 0, 0, 0, 2]),
+    # only a 3g serves: 45 = one 3g and 15 left, on a second 3g
+    (45.0, [0.0, 0.0, 30.0, 0.0, 0.0], [0, 0, 2, 0, 0]),
+    # half a request a second per 1g: 1.2 = two and 0.2 left, on a third
+    (1.2, [0.5, 0.0, 0.0, 0.0, 0.0], [3, 0, 0, 0, 0]),
+    # a demand under 1 req/s: 0.8 = one 0.5 instance and 0.3 left, on a second
+    (0.8, [0.5, 0.0, 0.0, 0.0, 0.0], [2, 0, 0, 0, 0]),
+    # the 7g is the more efficient (1.1 per slice); 0.3 left after one goes on a 0.5 1g
+    (8.0, [0.5, 0.0, 0.0, 0.0, 7.7], [1, 0, 0, 0, 1]),
+    # nothing to serve, with or without rates: no instances
+    (0.0, [10.0, 20.0, 30.0, 40.0, 70.0], [0, 0, 0, 0, 0]),
+    (0.0, [0.0, 0.0, 0.0, 0.0, 0.0], [0, 0, 0, 0, 0]),
+])
+def test_instance_counts_by_hand(demand: float, rates: list[float],
+                                 expected: list[int]) -> None:
+    assert counts(demand, rates) == expected
+
+
+def test_under_one_request_a_second_the_tolerance_is_absolute() -> None:
+    # one instance of 1 - 1.5e-6 req/s leaves 1.5e-6 of a demand of 1: past the 1e-6 allowed
+    assert counts(1.0, [1.0 - 1.5e-6, 0.0, 0.0, 0.0, 0.0]) == [2, 0, 0, 0, 0]
+    assert counts(1.0, [1.0 - 0.5e-6, 0.0, 0.0, 0.0, 0.0]) == [1, 0, 0, 0, 0]
+
+
+def test_services_are_counted_independently() -> None:
+    problem = PartitionProblem(
+        GEOMETRY, ("a", "b", "c"), np.array([110.0, 0.0, 8.0]), PROFILES,
+        np.array([[10.0, 25.0, 30.0, 45.0, 70.0], [0.0] * 5, [0.5, 0.0, 0.0, 0.0, 7.7]]))
+    assert instance_counts(problem).tolist() == [[1, 4, 0, 0, 0], [0] * 5, [1, 0, 0, 0, 1]]
+
+
+ALL = ("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
+
+
+@pytest.mark.parametrize("profiles", [ALL, PROFILES, ("1g.10gb", "2g.10gb", "3g.20gb")])
+def test_the_milps_columns_are_the_undominated_profile_multisets(
+    profiles: tuple[str, ...],
+) -> None:
+    problem = PartitionProblem(GEOMETRY, ("s",), np.array([1.0]), profiles,
+                               np.ones((1, len(profiles))))
+    every = problem.layout_counts()
+    kept = distinct_layouts(problem)
+    rows = {tuple(r) for r in every[kept].tolist()}
+    assert len(rows) == len(kept)  # one column per multiset
+
+    def dominated(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+        return a != b and all(x <= y for x, y in zip(a, b, strict=True))
+
+    assert not any(dominated(a, b) for a, b in itertools.permutations(rows, 2))
+    # every multiset left out is one kept or inside one kept
+    for row in map(tuple, every.tolist()):
+        assert row in rows or any(dominated(row, b) for b in rows)
+    dropped = {tuple(r) for r in every.tolist()} - rows
+    if profiles == ALL:  # 1g.10gb + 1g.5gb x 5 + ... sits inside fuller ones
+        assert dropped
