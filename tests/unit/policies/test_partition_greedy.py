@@ -26,7 +26,7 @@ PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")  # 1, 2, 3, 4,
 def counts(demand: float, rates: list[float]) -> list[int]:
     problem = PartitionProblem(GEOMETRY, ("s",), np.array([demand]), PROFILES,
                                np.array([rates]))
-    return instance_counts(problem)[0].tolist()
+    return [int(n) for n in instance_counts(problem)[0]]
 
 
 @pytest.mark.parametrize(("demand", "rates", "expected"), [
