@@ -1,8 +1,8 @@
 """The greedy's instance counts worked by hand, one rule per case: whole instances of the
 most efficient profile (req/s per compute slice, the larger on ties), the rest on the
 smallest profile whose rate covers it, rates below 1 req/s, demands below one instance, the
-absolute tolerance under 1 req/s; and the MILP's columns: one layout per profile multiset,
-none dominated by another."""
+absolute tolerance under 1 req/s; the MILP's columns (one layout per profile multiset, none
+dominated by another); packing onto the fewest GPUs, and instances handed to services."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ import itertools
 import numpy as np
 import pytest
 
+from cotenant.errors import InfeasibleError
 from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigGeometry
 from cotenant.policies.partition import PartitionProblem
 from cotenant.policies.partition.formulation import distinct_layouts
-from cotenant.policies.partition.greedy import instance_counts
+from cotenant.policies.partition.greedy import instance_counts, pack
+from cotenant.policies.partition.problem import realise
 
 _FOUND = CATALOG.get("A100-40GB").mig
 assert _FOUND is not None
@@ -90,3 +92,53 @@ def test_the_milps_columns_are_the_undominated_profile_multisets(
     dropped = {tuple(r) for r in every.tolist()} - rows
     if profiles == ALL:  # 1g.10gb + 1g.5gb x 5 + ... sits inside fuller ones
         assert dropped
+
+
+def seven_ones() -> str:
+    return ",".join(f"1g.5gb@{i}" for i in range(7))
+
+
+def test_pack_fills_the_fewest_gpus_by_hand() -> None:
+    problem = PartitionProblem(GEOMETRY, ("s",), np.array([1.0]), PROFILES,
+                               np.ones((1, 5)))
+    counts_of = problem.layout_counts()
+    # seven 1g, one 3g, one 4g: a GPU of seven 1g and one of 4g + 3g
+    use = pack(problem, np.array([7, 0, 1, 1, 0]))
+    chosen = sorted(tuple(counts_of[li].tolist()) for li in np.flatnonzero(use)
+                    for _ in range(int(use[li])))
+    assert chosen == [(0, 0, 1, 1, 0), (7, 0, 0, 0, 0)]
+    # fourteen 1g: the same layout twice, in one round
+    twice = pack(problem, np.array([14, 0, 0, 0, 0]))
+    assert twice.sum() == 2
+    assert counts_of[int(np.flatnonzero(twice)[0])].tolist() == [7, 0, 0, 0, 0]
+    assert pack(problem, np.zeros(5, dtype=np.int64)).sum() == 0
+
+
+def test_realise_hands_instances_to_the_largest_need_first_then_in_service_order() -> None:
+    problem = PartitionProblem(GEOMETRY, ("a", "b", "c"), np.array([1.0, 1.0, 1.0]),
+                               PROFILES, np.ones((3, 5)))
+    layout = GEOMETRY.parse(seven_ones())
+    li = problem.layouts.index(layout)
+    use = np.zeros(len(problem.layouts), dtype=np.int64)
+    use[li] = 1
+    instances = np.zeros((3, 5), dtype=np.int64)
+    instances[:, 0] = [1, 3, 1]  # b needs three 1g, a and c one each
+    (gpu,) = realise(problem, use, instances)
+    assert [s for _, s in gpu.assignment] == ["b", "b", "b", "a", "c", None, None]
+
+
+def test_realise_leaves_instances_of_unplanned_profiles_idle() -> None:
+    mixed = GEOMETRY.parse("4g.20gb@0,2g.10gb@4,1g.5gb@6")
+    problem = PartitionProblem(GEOMETRY, ("a",), np.array([1.0]), ("4g.20gb",),
+                               np.ones((1, 1)), layouts=(mixed,))
+    (gpu,) = realise(problem, np.array([1]), np.array([[1]]))
+    assert [s for _, s in gpu.assignment] == ["a", None, None]
+
+
+def test_realise_refuses_more_instances_than_the_layouts_hold() -> None:
+    problem = PartitionProblem(GEOMETRY, ("a",), np.array([1.0]), PROFILES, np.ones((1, 5)))
+    use = np.zeros(len(problem.layouts), dtype=np.int64)
+    use[problem.layouts.index(GEOMETRY.parse("7g.40gb@0"))] = 1
+    with pytest.raises(InfeasibleError) as refused:
+        realise(problem, use, np.array([[0, 0, 0, 0, 2]]))
+    assert str(refused.value) == "layouts hold fewer instances than the services were given"
