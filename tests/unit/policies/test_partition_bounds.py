@@ -1,4 +1,5 @@
-"""The planner's program and lower bounds by value: the program written out by hand for two
+"""The planner's program and lower bounds by value: the slice counts against brute force,
+the program written out by hand for two
 profiles, and a problem where the LP bound is above the slice bound (one A100 holds at most
 one 4g instance, so three 4g instances need three GPUs although their 12 compute slices fit
 in two). The LP is tried only with the time it may take (a share of what the deadline has
@@ -20,7 +21,7 @@ from cotenant.policies.partition.bounds import (
     relaxation,
     solver_time,
 )
-from cotenant.policies.partition.formulation import formulate, slice_bound
+from cotenant.policies.partition.formulation import formulate, min_slices, slice_bound
 from cotenant.policies.partition.problem import TOLERANCE, Deadline, Plan
 
 _FOUND = CATALOG.get("A100-40GB").mig
@@ -123,3 +124,50 @@ def test_the_program_by_hand_on_two_profiles() -> None:
     np.testing.assert_array_equal(a_ub.toarray(), np.vstack([form.matrix.toarray()[:2],
                                                             -form.matrix.toarray()[2:]]))
     assert formulate(problem).row_upper[:2].tolist() == [0.0, 0.0]  # nothing free
+
+
+def brute_min_slices(rate: np.ndarray, weight: tuple[int, ...], demand: np.ndarray) -> list[int]:
+    """Per service, the fewest slices integer instances covering its demand (within the
+    tolerance) take, by trying every count vector of up to 40 slices."""
+    def within(room: int, rest: tuple[int, ...]) -> list[tuple[int, ...]]:
+        if not rest:
+            return [()]
+        return [(a, *tail) for a in range(room // rest[0] + 1)
+                for tail in within(room - a * rest[0], rest[1:])]
+
+    vectors = np.array(within(40, weight))
+    used = vectors @ np.array(weight)
+    serves = rate @ vectors.T  # (S, Q)
+    ok = serves >= (demand * (1 - TOLERANCE))[:, None]
+    return [0 if d <= 0 else int(used[row].min()) for d, row in zip(demand, ok, strict=True)]
+
+
+def test_min_slices_is_the_integer_knapsack_by_brute_force() -> None:
+    rng = np.random.default_rng(11)
+    compute, memory = (1, 2, 3, 4, 7), (1, 2, 4, 4, 8)
+    rate = rng.uniform(5.0, 60.0, size=(25, 5)).round(1)
+    rate[rng.uniform(size=rate.shape) < 0.3] = 0.0  # SLOs some profiles miss
+    rate[:, 4] = np.maximum(rate[:, 4], 1.0)  # every service has some profile
+    demand = rng.uniform(0.0, 150.0, size=25).round(1)
+    demand[0] = 0.0
+    demand[1] = rate[1, 4] * 2  # exactly two 7g
+    for weight in (compute, memory):
+        got = min_slices(rate, np.array(weight), demand)
+        assert got.tolist() == brute_min_slices(rate, weight, demand)
+
+
+def test_past_the_knapsack_the_bound_is_the_best_rate_per_slice() -> None:
+    rate = np.array([[10.0, 25.0, 30.0, 45.0, 70.0]])  # 2g: 12.5 req/s a slice, the best
+    got = min_slices(rate, np.array([1, 2, 3, 4, 7]), np.array([1000.0]))
+    assert got.tolist() == [80]  # 1000 / 12.5, past the 32 slices solved exactly
+
+
+def test_the_slice_bound_takes_compute_or_memory_whichever_binds() -> None:
+    # five 1g.10gb (1 compute, 2 memory slices each): 5 compute slices fit one GPU, 10
+    # memory slices need two
+    problem = PartitionProblem(GEOMETRY, ("s",), np.array([50.0]), ("1g.10gb", "7g.40gb"),
+                               np.array([[10.0, 0.0]]))
+    assert slice_bound(problem) == 2
+    compute_bound = PartitionProblem(GEOMETRY, ("s",), np.array([80.0]), PROFILES,
+                                     np.array([[10.0, 0.0, 0.0, 0.0, 0.0]]))
+    assert slice_bound(compute_bound) == 2  # eight 1g.5gb: 8 compute slices, 8 memory
