@@ -1,9 +1,9 @@
-"""The planner's program and lower bounds by value: the slice counts against brute force,
-the program written out by hand for two
-profiles, and a problem where the LP bound is above the slice bound (one A100 holds at most
-one 4g instance, so three 4g instances need three GPUs although their 12 compute slices fit
-in two). The LP is tried only with the time it may take (a share of what the deadline has
-left, less a margin), and rates below 1 req/s count."""
+"""The planner's program and lower bounds by value: the fewest slices against a brute-force
+knapsack, the program written out by hand for two profiles, and a problem where the LP bound
+is above the slice bound (one A100 holds at most one 4g instance, so three 4g instances need
+three GPUs although their 12 compute slices fit in two). The LP is tried only with the time
+it may take (a share of what the deadline has left, less a margin), and rates below 1 req/s
+count."""
 
 from __future__ import annotations
 
