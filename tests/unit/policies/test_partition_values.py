@@ -237,3 +237,19 @@ def test_a_node_config_name_is_stable_and_changes_with_each_thing_it_names() -> 
               node_config_name((seven, four_three), "A100-40GB", 4)}
     assert len(others) == 4
     assert base not in others
+
+
+def test_a_problem_plans_tiny_demands_as_none_and_names_services_it_cannot_serve() -> None:
+    pb = problem([0.0009, 0.001, 5.0])  # under a thousandth of a request a second: none
+    np.testing.assert_array_equal(pb.demand, [0.0, 0.001, 5.0])
+    assert pb.demand.dtype == np.float64
+    assert pb.layouts == GEOMETRY.maximal_layouts(PROFILES)
+    given = (GEOMETRY.parse("7g.40gb@0"),)
+    assert problem([1.0]).layouts != given
+    assert PartitionProblem(GEOMETRY, ("s0",), np.array([1]), PROFILES,
+                            np.array([[1.0, 2.0, 3.0, 4.0, 7.0]]), given).layouts == given
+    no_rate = [[0.0] * 5]
+    with pytest.raises(InfeasibleError) as refused:
+        problem([5.0, 0.0, 1.0], rates=no_rate * 3)
+    assert str(refused.value) == "no MIG profile meets the latency target: s0; s2"
+    assert problem([0.0005], rates=no_rate).demand.tolist() == [0.0]  # planned as none
