@@ -98,6 +98,12 @@ def test_values_are_read_as_written(tmp_path: Path) -> None:
     assert str(info.value) == f"unknown DNN model 'x' in {path}; valid: m"
 
 
+def test_old_mac_line_ends_read_as_lines(tmp_path: Path) -> None:
+    text = HEADER + "m,A100,1g.5gb,8,100,20,s\n" + "m,A100,1g.5gb,16,150,30,s\n"
+    points = load_csv(write(tmp_path, text.replace("\n", "\r"))).points
+    assert [(p.batch, p.throughput) for p in points] == [(8, 100.0), (16, 150.0)]
+
+
 def test_the_shipped_table_names_itself_in_errors() -> None:
     with pytest.raises(UnknownNameError, match=r"^unknown DNN model 'x' in the shipped "
                                                r"profiles; valid: alexnet, "):
