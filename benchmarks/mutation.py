@@ -140,8 +140,116 @@ PARTS = (
          ("tests/unit/report",)),
 )
 
+_FLOAT64 = ("equivalent: the dtype of an operand or result that is float64 anyway (speed() "
+            "casts the share to float64, and float64 arithmetic with any number is float64)")
+_SHIPPED_CELL = ("equivalent: the file name and line given to published.number appear only in "
+                 "the error for a malformed cell, and the shipped files have none")
+PERF_NOT_COUNTED: dict[str, str] = {
+    **{f"cotenant.perf.mps.x_{fn}__mutmut_{n}": _FLOAT64 for fn, ns in (
+        ("speed", (7, 9, 12, 14)), ("offline_speed", (3, 5)), ("p99_ms", (9, 11, 17, 19)),
+        ("violation_share", (10, 12, 16, 18, 22, 24, 28, 30, 74, 76))) for n in ns},
+    **{f"cotenant.perf.{fn}__mutmut_{n}": _FLOAT64 for fn, ns in (
+        ("jobs.xǁJobProfilesǁspeed", (3, 5)), ("jobs.x_online_occupancy", (2, 4)),
+        ("slo.x_slo_ms", (3, 5)), ("interference.xǁInterferenceǁstretch", (7, 9))) for n in ns},
+    **{f"cotenant.perf.{fn}__mutmut_{n}":
+       "equivalent: a list or tuple of Python numbers makes a float64 array without the "
+       "dtype, or an int64 one divided by a number into float64" for fn, ns in (
+           ("interference.x__per_job", (20, 22)), ("mps.x__fit_online", (4, 6)),
+           ("mps.x_mig_serial_fraction", (8, 10)), ("predictor.x__design", (11, 13, 18, 20)))
+       for n in ns},
+    **{f"cotenant.perf.{fn}__mutmut_{n}":
+       "equivalent: NumPy infers a size given as any negative number, as it does -1"
+       for fn, ns in (("kernels.x__coarsen", (13, 28)), ("predictor.x__design", (15,)))
+       for n in ns},
+    "cotenant.perf.mps.x_p99_ms__mutmut_21":
+        "equivalent: at a utilisation of exactly 1 the tail divides by 0: infinite either way",
+    "cotenant.perf.mps.x_p99_ms__mutmut_30":
+        "equivalent: the stand-in utilisation of an unstable queue is never read (its p99 is "
+        "inf by the same test)",
+    "cotenant.perf.mps.x_violation_share__mutmut_32":
+        "equivalent: at a utilisation of exactly 1 the tail is 1 x exp(0) = 1, the unstable "
+        "queue's share",
+    "cotenant.perf.mps.x_violation_share__mutmut_71":
+        "equivalent: a stable queue's tail is below 1 (rho < 1 times exp of a number <= 0), "
+        "so a cap of 2 is the cap of 1",
+    **{f"cotenant.perf.interference.x_stretch_from_p99_ratio__mutmut_{n}":
+       "equivalent: at a share of 1 the speed is 1 whatever the serial fraction"
+       for n in (15, 35)},
+    "cotenant.perf.interference.x_stretch_from_p99_ratio__mutmut_3":
+        "equivalent: a second share of 1 broadcasts a second, identical queue; only the first "
+        "is read",
+    "cotenant.perf.interference.x_stretch_from_p99_ratio__mutmut_18":
+        "equivalent: at a ratio of exactly 1 the root is the bracket's lower end, 1, where "
+        "the excess is exactly 0 (brentq returns it)",
+    **{f"cotenant.perf.interference.x__tally__mutmut_{n}":
+       "equivalent: _per_job reads the throughputs for any table name but 'p99'"
+       for n in (21, 25, 26)},
+    "cotenant.perf.interference.x__h200__mutmut_52":
+        "equivalent: every H200 time-slicing stretch is over 2 (2.15-2.37 at the three "
+        "statistics), so a floor of 2 binds no more than the floor of 1",
+    "cotenant.perf.jobs.x__key__mutmut_2":
+        "equivalent: no key as None instead of '' (only its truth is read, and .get of "
+        "either finds nothing)",
+    **{f"cotenant.perf.kernels.x__coarsen__mutmut_{n}":
+       "equivalent: the padding's dtype (int64 or float64 kinds hold the same -1, 0 and 1, "
+       "and the result is cast to int8)" for n in (23, 26)},
+    "cotenant.perf.kernels.x__coarsen__mutmut_41":
+        "equivalent: where a group's kinds are all the same its second equals its first "
+        "(groups hold at least 2: coarsening happens only above max_kernels)",
+    "cotenant.perf.kernels.xǁKernelProfileǁsample__mutmut_37":
+        "equivalent: at exactly max_kernels the groups are of ceil(1) = 1 kernel: the same "
+        "durations and kinds",
+    **{f"cotenant.perf.measured.x__migperf__mutmut_{n}":
+       "equivalent: zip's strict flag in one of two zips over the same names and rows: the "
+       "other still refuses a table without all four slices" for n in (31, 34, 35, 39, 42, 43)},
+    **{f"cotenant.perf.mig_profiles.x__derive__mutmut_{n}":
+       "equivalent: zip's strict flag over a measured profile's throughputs and latencies: "
+       "the zip with the batch sizes around it, strict, still refuses uneven rows"
+       for n in (8, 11, 12)},
+    "cotenant.perf.mig_profiles.x__derive__mutmut_46":
+        "equivalent: a knot at the target's SMs is also below it, so the same-SMs branch "
+        "takes it before the knots above are read",
+    "cotenant.perf.mig_profiles.x__parse__mutmut_11":
+        "equivalent: the line number of the empty file's stand-in header is never read",
+    **{f"cotenant.perf.mig_profiles.x__parse__mutmut_{n}":
+       "equivalent: zip's strict flag over a row and the header, whose lengths were checked "
+       "equal just above" for n in (48, 51, 52)},
+    "cotenant.perf.mig_profiles.x_load_csv__mutmut_12":
+        "equivalent: 'UTF-8-SIG' for 'utf-8-sig' (codec names ignore case)",
+    "cotenant.perf.mig_profiles.x_load_csv__mutmut_16":
+        "equivalent: bytes.count from None counts from the start, as from 0",
+    **{f"cotenant.perf.{fn}__mutmut_{n}":
+       "equivalent: the encoding of a shipped file that is ASCII (read alike as UTF-8, in "
+       "any case, or in the locale's encoding)"
+       for fn, ns in (("mig_profiles.x_default_table", (2, 10)), ("published.x_table", (2, 8)))
+       for n in ns},
+    **{f"cotenant.perf.mig_profiles.x_default_table__mutmut_{n}":
+       "equivalent: the shipped CSV's name appears only in the error for a malformed row, "
+       "and it has none (a test reads it whole)" for n in (16, 20, 21)},
+    "cotenant.perf.mig_profiles.xǁProfileTableǁprofiles__mutmut_9":
+        "equivalent: the place is shown only for a GPU the catalogue lacks, and check() has "
+        "just found this one's canonical name among the table's",
+    **{f"cotenant.perf.predictor.x_gavel_pairs__mutmut_{n}": _SHIPPED_CELL
+       for n in (7, 8, 15, 16, 19, 20, 27, 28, 51, 52, 59, 60)},
+    **{f"cotenant.perf.predictor.x_gavel_pairs__mutmut_{n}":
+       "equivalent: Gavel's normalised throughputs are at most 1.00, so a cap of 2 is the cap "
+       "of 1" for n in (94, 99)},
+    **{f"cotenant.perf.predictor.x_tally_pairs__mutmut_{n}":
+       "equivalent: Tally's p99 ratios are at least 1.01 and its normalised throughputs at "
+       "most 1.00, so a cap of 2 is the cap of 1" for n in (37, 44)},
+    "cotenant.perf.predictor.x_fit_predictor__mutmut_34":
+        "equivalent on NumPy 2 (2.4.6 here), whose lstsq default rcond is None's",
+    **{f"cotenant.perf.predictor.xǁPairPredictorǁpredict__mutmut_{n}":
+       "equivalent: whether the inputs are copied (none is written to)" for n in (9, 11, 12)},
+    **{f"cotenant.perf.predictor.xǁPairPredictorǁpredict__mutmut_{n}":
+       "equivalent: np.clip returns the same values written in place or into a new array"
+       for n in (64, 68, 73, 77)},
+}
+"""The perf part's mutants left out of :data:`NOT_COUNTED`, with the reason."""
+
 IMPORT_TIME = "runs only at import (builds the GPU catalogue)"
 NOT_COUNTED: dict[str, str] = {
+    **PERF_NOT_COUNTED,
     "cotenant.policies.priority.registry.x_mps__mutmut_6":
         "equivalent: Blocks.SHARED dropped from mps's Scheduler, which is its default",
     "cotenant.model.gpu.x__a100_class__": IMPORT_TIME,
