@@ -17,6 +17,8 @@ from cotenant.errors import InputError
 from cotenant.model.cluster import Cluster
 from cotenant.model.gpu import CATALOG
 from cotenant.model.workload import Node, Pod, PodShape
+from cotenant.policies.placement.optimum import offline_optimum
+from cotenant.sim import bound as bound_module
 from cotenant.sim.bound import (
     BoundPoint,
     BoundSummary,
@@ -157,3 +159,26 @@ def test_run_bounds_refuses_pods_without_gpu_demand_before_any_run() -> None:
     with pytest.raises(InputError, match="no pod asks for a GPU"):
         run_bounds(T4S, [Pod("c", PodShape(1000, 1000, 0, 0))], [1], [100],
                    executor=_Failing(0))
+
+
+def test_the_time_limit_and_the_workers_asked_for_are_the_ones_used(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    limits: list[float] = []
+    workers: list[int | None] = []
+
+    def optimum(cluster: Cluster, shapes: Sequence[PodShape], time_limit: float) -> Any:
+        limits.append(time_limit)
+        return real(cluster, shapes, time_limit)
+
+    def executor(count: int | None) -> SerialExecutor:
+        workers.append(count)
+        return SerialExecutor()
+
+    real = offline_optimum
+    monkeypatch.setattr(bound_module, "offline_optimum", optimum)
+    monkeypatch.setattr(bound_module, "local_executor", executor)
+    run_bounds(T4S, PODS, [1, 2], [20], time_limit=2.5, workers=3)
+    bound_run((T4S, PODS, FragmentationConfig(), 4.5, [20]), 1)
+    bound_points(T4S, PODS, 1, [20])
+    assert limits == [2.5, 2.5, 4.5, 10.0]  # 10 s by default
+    assert workers == [3]

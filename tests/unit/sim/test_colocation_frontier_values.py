@@ -97,7 +97,8 @@ def test_an_empty_axis_is_refused(empty: str) -> None:
 
 
 class _Canned:
-    """Hands back the point given for each label (or a failure), without simulating."""
+    """Hands back a point with the late requests given for each label (2% where none is
+    given; a failure where None), without simulating."""
 
     workers = 1
 
@@ -109,7 +110,7 @@ class _Canned:
             on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
         out: list[Any] = []
         for i, (label, policy) in enumerate(items):
-            slo = self.slo[label]
+            slo = self.slo.get(label, 2.0)
             out.append(RunFailure(i, "boom") if slo is None else
                        FrontierPoint(policy.name, label, 1.0, 2.0, slo, slo, 3.0, 0.5))
             if on_done is not None:
@@ -134,6 +135,14 @@ def test_the_frontier_measures_every_setting_against_dedicated() -> None:
     with pytest.raises(SweepError, match=r"cotenant-priority threshold=0\.6: boom"):
         frontier(work, 3, runs=runs, executor=_Canned(
             {"reference": 0.25, "window=60s": 1.5, "threshold=0.6": None}))
+
+
+def test_without_settings_the_frontier_runs_every_default_setting() -> None:
+    work = synthetic_workload(np.random.default_rng(1), gpus=4, intervals=3)
+    floor, points = frontier(work, 3, executor=_Canned({"reference": 0.5}))
+    assert floor == 0.5
+    assert [(p.policy, p.setting) for p in points] == [(p.name, lb) for lb, p in settings()]
+    assert {p.added_violation_pct for p in points} == {1.5}
 
 
 def test_one_settings_point_is_its_runs_totals() -> None:

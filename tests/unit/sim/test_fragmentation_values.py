@@ -67,6 +67,12 @@ def test_a_curve_cut_short_still_sees_the_arrivals_just_past_its_end() -> None:
     assert math.isnan(longer[12])
 
 
+def test_the_first_percents_neighbours_include_zero() -> None:
+    # demand 0.3% then 2.2%: nothing rounds to 1, whose neighbours are 0 and 2
+    _, ys = _run([30, 220], [30, 200], [False, False]).curve()
+    assert ys.tolist() == pytest.approx([0.3, 1.15, 2.0])
+
+
 def test_alloc_at_reads_the_curve_and_is_nan_where_no_arrival_came_near() -> None:
     run = _run(ARRIVED, USED, [False] * 6)
     assert run.alloc_at(0) == pytest.approx(0.4)
@@ -102,7 +108,8 @@ def test_only_a_pod_list_without_gpu_demand_is_refused() -> None:
     with pytest.raises(InputError) as err:
         check_gpu_demand(cpu_only)
     assert err.value.where == "pods"
-    assert "no pod asks for a GPU" in err.value.rule
+    assert err.value.rule == ("no pod asks for a GPU; the experiment fills the cluster with "
+                              "GPU demand")
     assert err.value.hint == "give a pod list with GPU pods"
     check_gpu_demand([*cpu_only, Pod("g", PodShape(1000, 1000, 1, 10))])  # one is enough
     with pytest.raises(InputError):
@@ -120,6 +127,12 @@ def test_arrivals_stop_exactly_at_the_target_and_never_pass_it() -> None:
     # every pod larger than the target: all dropped
     big = _pods(2, PodShape(1000, 1000, 2, 1000))
     assert arrival_order(big, 2000, 0.5, np.random.default_rng(0)) == []
+
+
+def test_no_cpu_only_pod_is_added_to_a_trace_already_at_its_target() -> None:
+    pods = [*_pods(2, PodShape(1000, 1000, 0, 0), "c"), *_pods(2, PodShape(1000, 1000, 1, 1000))]
+    for seed in range(10):  # 2000 milli arrived, exactly the target: nothing to sample
+        assert len(arrival_order(pods, 2000, 1.0, np.random.default_rng(seed))) == 4
 
 
 def test_arrivals_are_the_pods_by_name_shuffled_then_samples_of_them() -> None:
@@ -148,6 +161,25 @@ def test_each_pod_records_its_demand_allocation_failure_and_fragmentation(policy
     assert run.frag_percent.tolist() == [30, 60, 90, 120]
     # 400 milli left on the first GPU, too little for a 600 pod, then 400 on each
     assert run.frag_milli.tolist() == [400.0, 800.0, 800.0, 800.0]
+    _assert_declared_dtypes(run)
+
+
+def _assert_declared_dtypes(run: FragmentationRun) -> None:
+    """The record's arrays hold what its fields declare: whole milli, flags, whole percents."""
+    assert run.arrived_milli.dtype == np.int64
+    assert run.used_milli.dtype == np.int64
+    assert run.failed.dtype == np.bool_
+    assert run.frag_percent.dtype == np.int64
+    assert run.frag_milli.dtype == np.float64
+
+
+def test_a_run_that_draws_no_pod_records_nothing() -> None:
+    # every pod is larger than the target demand (half of one GPU): all dropped
+    run = run_fragmentation(_node(1), _pods(2, PodShape(1000, 1000, 1, 800)), "fgd", 0,
+                            FragmentationConfig(demand_multiple=0.5))
+    assert run.arrivals == 0
+    assert run.frag_percent.size == 0
+    _assert_declared_dtypes(run)
 
 
 def test_a_multi_gpu_pod_allocates_all_its_gpus() -> None:
