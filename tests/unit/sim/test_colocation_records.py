@@ -33,9 +33,9 @@ def _run(policy: str = "mps-fixed", waits: list[float] | None = None,
 
     return ColocationRun(
         policy=policy, seed=17, interval_s=60,
-        utilisation=a(0.123456, 0.123456), sm_activity=a(0.5, 0.4),
+        utilisation=a(0.123456, 0.123456), sm_activity=a(0.5, 0.412346),
         memory_used=a(0.666666, 0.666666), requests=a(300.0, 100.0),
-        late_requests=a(4.0, 1.0), minute_violation=a(0.02, 0.01), oom_rate=a(0.0, 0.5),
+        late_requests=a(4.0, 1.0), minute_violation=a(0.02, 0.0123456), oom_rate=a(0.0, 0.5),
         offline_throughput=a(0.3, 0.123456), running=np.array([2, 5], np.int64),
         online_served=np.array([8, 8], np.int64), gpus=8, jobs_completed=completed,
         jct_mean_min=12.3456,
@@ -48,9 +48,9 @@ def _run(policy: str = "mps-fixed", waits: list[float] | None = None,
 def test_the_summary_gives_each_column_its_own_figure_rounded() -> None:
     assert _run().summary() == {
         "policy": "mps-fixed", "seed": 17, "gpus": 8,
-        "utilisation_pct": 12.35, "sm_activity_pct": 45.0, "memory_used_pct": 66.67,
+        "utilisation_pct": 12.35, "sm_activity_pct": 45.62, "memory_used_pct": 66.67,
         "slo_violation_pct": 1.25,  # 5 late of 400 requests
-        "gpu_minute_violation_pct": 1.5, "offline_throughput": 0.2117,
+        "gpu_minute_violation_pct": 1.617, "offline_throughput": 0.2117,
         "jobs_completed": 3, "jct_mean_min": 12.3, "colocated_gpu_intervals": 7,
         "pauses": 11, "throttles": 12, "evictions": 13, "share_changes": 14,
         "offline_starts": 15, "online_oom_intervals": 16, "jobs_given_up": 17,
@@ -80,7 +80,7 @@ def test_the_summary_rounds_late_requests_to_three_places_and_no_jobs_has_no_jct
 def test_a_frontier_point_holds_the_runs_totals_unrounded() -> None:
     point = FrontierPoint.of(_run(), "share=50%", 0.25)
     assert (point.policy, point.setting) == ("mps-fixed", "share=50%")
-    assert astuple(point)[2:] == pytest.approx((12.3456, 45.0, 1.25, 1.0, 1.5, 0.211728))
+    assert astuple(point)[2:] == pytest.approx((12.3456, 45.6173, 1.25, 1.0, 1.61728, 0.211728))
 
 
 def test_only_the_jobs_every_finishing_run_finished_are_compared() -> None:

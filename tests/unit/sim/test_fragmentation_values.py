@@ -202,6 +202,14 @@ def test_a_sample_at_every_whole_percent_when_each_pod_adds_one(policy: str) -> 
     assert not run.frag_milli.any()  # every GPU's free milli is a multiple of 40
 
 
+def test_with_steps_under_one_percent_every_whole_percent_is_sampled_once() -> None:
+    # 15 milli is 0.75% of two GPUs: 173 pods reach 129.75%; 66 fit on each GPU
+    run = run_fragmentation(_node(2), _pods(4, PodShape(100, 100, 1, 15)), "best-fit", 1)
+    assert run.arrivals == 173
+    assert run.frag_percent.tolist() == list(range(130))
+    assert run.used_milli.tolist() == [15 * min(i, 132) for i in range(1, 174)]
+
+
 def _mixed() -> tuple[list[Pod], int]:
     """Two CPU-only and two 1-GPU pods, and a seed whose first arrival is CPU-only."""
     pods = [*_pods(2, PodShape(1000, 1000, 0, 0), "c"), *_pods(2, PodShape(1000, 1000, 1, 1000))]
