@@ -619,6 +619,73 @@ NOT_COUNTED: dict[str, str] = {
           for n in (20, 22, 36, 83, 89, 95)),
         "cotenant.sim.colocation.frontier.x_frontier__mutmut_8"),
         "equivalent: a policy's name in capitals (the registry ignores case)"),
+    **{f"cotenant.policies.partition.formulation.x_formulate__mutmut_{n}":
+       "equivalent: the instance rows' shape as scipy infers it is the same: every profile "
+       "is in some kept layout (a dropped layout's profiles are in the one that dominates "
+       "it) and the last column has an entry" for n in (22, 24)},
+    **{f"cotenant.policies.partition.formulation.x_min_slices__mutmut_{n}":
+       "equivalent: a dtype NumPy gives anyway (a list of Python ints is int64) or that the "
+       "callers cast away (slice_bound sums to int, formulate casts to float)"
+       for n in (11, 87)},
+    "cotenant.policies.partition.formulation.x_min_slices__mutmut_9":
+        "equivalent: one more knapsack row than the loop fills is never read",
+    "cotenant.policies.partition.formulation.x_min_slices__mutmut_21":
+        "equivalent: -2 for -1 as the not-yet-met mark: only its sign is read",
+    "cotenant.policies.partition.formulation.x_min_slices__mutmut_25":
+        "equivalent: a knapsack width of 0 meets no positive target (its best is 0)",
+    "cotenant.policies.partition.formulation.x_min_slices__mutmut_32":
+        "equivalent: the first width at which a service's target is met is the weight of an "
+        "exact combination of instances, which best[c - w] + rate reaches without carrying "
+        "best[c - 1] over, and carrying over less never meets it earlier",
+    **{f"cotenant.policies.partition.formulation.x_min_slices__mutmut_{n}":
+       "equivalent: no division in the block can warn (the divisor is a positive rate per "
+       "slice or inf), so the error state set around it changes nothing"
+       for n in (59, 60, 61, 62)},
+    "cotenant.policies.partition.formulation.x_min_slices__mutmut_77":
+        "equivalent: a service with demand has a rate (PartitionProblem refuses one without), "
+        "so its best rate per slice is positive, and a service without demand is never "
+        "bounded past the knapsack",
+    "cotenant.policies.partition.greedy.x_pack__mutmut_19":
+        "equivalent: idle slices break ties only among layouts of equal gain, where capacity "
+        "minus gain and capacity plus gain order them alike",
+    **{f"cotenant.policies.partition.greedy.x_pack__mutmut_{n}":
+       "equivalent: one copy a round instead of a batch: the layout chosen stays the best "
+       "while its multiple lasts (its gain stays its capacity, no other layout's gain grows, "
+       "the tie-break is by index), so the same layouts are taken" for n in (29, 30, 32)},
+    "cotenant.policies.partition.greedy.x_pack__mutmut_33":
+        "equivalent: where the chosen layout is not full, some profile has fewer instances "
+        "left than the layout holds, so the batch is 0 copies, raised to 1 as before",
+    "cotenant.policies.partition.greedy.x_pack__mutmut_35":
+        "equivalent: int() of a non-negative float quotient is the floor quotient",
+    **{f"cotenant.policies.partition.packing.x_cheapest_patterns__mutmut_{n}":
+       "equivalent: 'STABLE' is read as 'stable' (NumPy's kind names ignore case)"
+       for n in (19,)},
+    "cotenant.policies.partition.packing.x_cheapest_patterns__mutmut_41":
+        "equivalent: chunks starting at every service instead of every 2048th overlap and "
+        "write the same rows again with the same values (only slower)",
+    **{f"cotenant.policies.partition.packing.x_patterns__mutmut_{n}":
+       "equivalent: a list of Python int tuples makes an int64 array without the dtype, and "
+       "NumPy infers a dimension from any negative size" for n in (49, 51, 53)},
+    "cotenant.policies.partition.packing.x_repack__mutmut_1":
+        "equivalent: with 0 s HiGHS is not called (solve_small answers None), so repack "
+        "answers None either way",
+    **{f"cotenant.policies.partition.planner.x_build_problem__mutmut_{n}":
+       "equivalent: the SLOs as given (int or float) look up the same batch (searchsorted "
+       "compares numbers)" for n in (7, 9)},
+    **{f"cotenant.policies.partition.planner.x_build_problem__mutmut_{n}":
+       "equivalent: with one profile per name starting with its compute slices, the 7g is "
+       "also the largest name as text" for n in (93, 95)},
+    "cotenant.policies.partition.planner.x_plan_spec__mutmut_2":
+        "equivalent: solver names ignore case ('AUTO' is 'auto')",
+    "cotenant.policies.partition.problem.x_realise__mutmut_6":
+        "equivalent: a service needing 0 instances of a profile is repeated 0 times",
+    "cotenant.policies.partition.problem.x_realise__mutmut_15":
+        "equivalent: 'STABLE' is read as 'stable' (NumPy's kind names ignore case)",
+    **{f"cotenant.policies.partition.problem.x_realise__mutmut_{n}":
+       "equivalent: zip's strict flag over a layout's placements and the columns made from "
+       "them, equally long by construction" for n in (34, 37, 38)},
+    "cotenant.policies.partition.problem.xǁPartitionProblemǁ__post_init____mutmut_2":
+        "equivalent: np.where with the float 0.0 is float64 whatever the demand's dtype",
 }
 """Mutants left out of the score, with the reason: a name ending in its number is one
 mutant, any other a prefix (every mutant of a function)."""

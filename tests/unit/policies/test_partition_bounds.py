@@ -77,7 +77,7 @@ def test_an_lp_value_is_rounded_up_past_its_solver_noise_only() -> None:
     problem = only_4g(300.0)
     none = np.zeros(0)
     for value, bound in ((3.0000004, 3), (3.000002, 4), (2.9999996, 3)):
-        relaxed = Relaxation(value, none, none, none)
+        relaxed = Relaxation(value, none, none)
         assert lower_bound(problem, relaxed=relaxed) == bound
 
 
@@ -156,10 +156,17 @@ def test_min_slices_is_the_integer_knapsack_by_brute_force() -> None:
         assert got.tolist() == brute_min_slices(rate, weight, demand)
 
 
-def test_past_the_knapsack_the_bound_is_the_best_rate_per_slice() -> None:
-    rate = np.array([[10.0, 25.0, 30.0, 45.0, 70.0]])  # 2g: 12.5 req/s a slice, the best
-    got = min_slices(rate, np.array([1, 2, 3, 4, 7]), np.array([1000.0]))
-    assert got.tolist() == [80]  # 1000 / 12.5, past the 32 slices solved exactly
+def test_past_the_knapsack_the_bound_is_each_services_best_rate_per_slice() -> None:
+    rate = np.array([[10.0, 25.0, 30.0, 45.0, 70.0],  # 2g: 12.5 req/s a slice, the best
+                     [5.0, 5.0, 5.0, 5.0, 5.0],  # 5 a slice at best (the 1g)
+                     [0.5, 0.0, 0.0, 0.0, 0.0],  # half a request a second a slice
+                     [0.0, 0.0, 0.0, 0.0, 100.0]])  # whole 7g only
+    demand = np.array([1000.0, 1000.0, 100.0, 401.0])
+    got = min_slices(rate, np.array([1, 2, 3, 4, 7]), demand)
+    # 1000 / 12.5 = 80 and 1000 / 5 = 200 slices, past the 32 solved exactly; 100 / 0.5 =
+    # 200; 401 req/s take five 7g (35 slices), where 401 / (100 / 7) = 28.07 a slice would
+    # say 29: the bound is never below 33, one past what the knapsack tried
+    assert got.tolist() == [80, 200, 200, 33]
 
 
 def test_the_slice_bound_takes_compute_or_memory_whichever_binds() -> None:

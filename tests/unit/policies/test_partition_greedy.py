@@ -142,3 +142,16 @@ def test_realise_refuses_more_instances_than_the_layouts_hold() -> None:
     with pytest.raises(InfeasibleError) as refused:
         realise(problem, use, np.array([[0, 0, 0, 0, 2]]))
     assert str(refused.value) == "layouts hold fewer instances than the services were given"
+
+
+def test_realise_keeps_service_order_among_equal_needs_however_many() -> None:
+    names = tuple(f"s{i:02}" for i in range(40))
+    problem = PartitionProblem(GEOMETRY, names, np.ones(40), PROFILES, np.ones((40, 5)))
+    use = np.zeros(len(problem.layouts), dtype=np.int64)
+    use[problem.layouts.index(GEOMETRY.parse(seven_ones()))] = 6  # 42 1g instances
+    instances = np.zeros((40, 5), dtype=np.int64)
+    instances[:, 0] = 1
+    instances[17, 0] = 3  # s17 needs three: first; the others one each, in order
+    gpus = realise(problem, use, instances)
+    served = [s for gpu in gpus for _, s in gpu.assignment if s is not None]
+    assert served == ["s17"] * 3 + [n for n in names if n != "s17"]

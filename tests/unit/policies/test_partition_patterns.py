@@ -118,7 +118,7 @@ def test_a_demand_no_pattern_covers_gets_the_greedys_instances() -> None:
     assert out[0].tolist() == brute_cheapest(pb, np.array([0.1, 0.1, 0.2, 0.3, 0.7]))[0].tolist()
 
 
-@pytest.mark.parametrize("extra", [1, 7])
+@pytest.mark.parametrize("extra", [1, 7, CHUNK + 3])
 def test_services_past_a_chunk_are_priced_like_the_first(extra: int) -> None:
     n = CHUNK + extra
     demand = np.tile([15.0, 40.0, 0.0, 130.0, 95.0], n // 5 + 1)[:n]

@@ -29,11 +29,10 @@ def solver_time(problem: PartitionProblem, deadline: Deadline, share: float = 1.
 
 @dataclass(frozen=True)
 class Relaxation:
-    """The LP relaxation's optimum: its value, the layout use (L,) and instances (S, P)
-    (fractional), and the dual price of one instance of each profile (P,), in GPUs."""
+    """The LP relaxation's optimum: its value, the instances (S, P) (fractional), and the dual
+    price of one instance of each profile (P,), in GPUs."""
 
     value: float
-    use: FloatArray
     z: FloatArray
     price: FloatArray
 
@@ -57,10 +56,8 @@ def relaxation(problem: PartitionProblem, seconds: float = 10.0) -> Relaxation |
     if res.status != 0:
         return None
     price = -np.asarray(res.ineqlin.marginals[:n_prof], dtype=np.float64)
-    return Relaxation(
-        float(res.fun), form.layout_use(res.x, len(problem.layouts)),
-        form.instances(res.x, len(problem.services), n_prof), np.maximum(price, 0.0),
-    )
+    return Relaxation(float(res.fun), form.instances(res.x, len(problem.services), n_prof),
+                      np.maximum(price, 0.0))
 
 
 def relaxation_within(problem: PartitionProblem, seconds: float) -> Relaxation | None:
