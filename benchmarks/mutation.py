@@ -110,7 +110,7 @@ PARTS = (
                                              for name in ("milp", "highs", "genetic", "mcts",
                                                           "search", "auto")),
          ("tests/unit/policies/test_partition.py", "tests/unit/policies/test_partition_edges.py",
-          *PARTITION_IN_PROCESS_TESTS),
+          "tests/unit/policies/test_partition_rounding.py", *PARTITION_IN_PROCESS_TESTS),
          in_process=True),
     Part("policies-partition-child", ("src/cotenant/policies/partition/child.py",),
          ("tests/unit/policies/test_partition_limits.py",)),

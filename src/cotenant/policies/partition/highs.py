@@ -55,20 +55,6 @@ class Solve:
         return self.pending.result()
 
 
-def solve_within(
-    cost: FloatArray,
-    matrix: sp.csr_array | FloatArray,
-    row_lower: FloatArray,
-    row_upper: FloatArray,
-    upper: FloatArray,
-    seconds: float,
-    options: dict[str, Any] | None = None,
-) -> OptimizeResult | None:
-    """``min cost x`` over integers ``0 <= x <= upper`` with ``row_lower <= matrix x <=
-    row_upper``: scipy's result, or None when HiGHS did not answer within ``seconds``."""
-    return Solve(cost, matrix, row_lower, row_upper, upper, seconds, options).result()
-
-
 def solve_small(
     cost: FloatArray, matrix: FloatArray, row_lower: FloatArray, row_upper: FloatArray,
     upper: FloatArray, seconds: float,
