@@ -745,6 +745,14 @@ def pytest_configure(config: object) -> None:
 """The plugin of the parts with ``in_process`` set, put beside :data:`REAPER`."""
 
 
+IN_PROCESS_TIMEOUT = 0.5
+"""mutmut's ``timeout_multiplier`` for the parts with ``in_process`` set. A mutant's CPU
+limit is 2 x multiplier x (its tests' time in the traced statistics run + 1 s), and that run
+is slow where the searches run in process: 97 s for a test that takes 2 s untraced, so the
+default multiplier (15) let a mutant that loops for ever burn an hour of CPU before it
+counted as a timeout. At 0.5 the limit is still several times the untraced tests' time."""
+
+
 def write_settings(where: Path, part: Part, tests: Sequence[str]) -> None:
     """The project's pyproject.toml with the part's mutmut settings, selecting ``tests``, and
     the :data:`REAPER` plugin they load."""
@@ -752,7 +760,7 @@ def write_settings(where: Path, part: Part, tests: Sequence[str]) -> None:
         if src.is_dir():
             (src / "mutation_reaper.py").write_text(REAPER)
             (src / "mutation_in_process.py").write_text(IN_PROCESS)
-    settings = {
+    settings: dict[str, object] = {
         "source_paths": ["src/"],
         "only_mutate": list(part.mutate),
         "pytest_add_cli_args_test_selection": list(tests),
@@ -761,6 +769,8 @@ def write_settings(where: Path, part: Part, tests: Sequence[str]) -> None:
                                 "-q"],
         "also_copy": ["tests/", "examples/"],
     }
+    if part.in_process:
+        settings["timeout_multiplier"] = IN_PROCESS_TIMEOUT
     lines = [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
     text = (ROOT / "pyproject.toml").read_text()
     (where / "pyproject.toml").write_text(text + "\n[tool.mutmut]\n" + "\n".join(lines) + "\n")
