@@ -1,0 +1,66 @@
+"""The tree search's pieces by value: UCT (an unvisited child first, then mean reward plus
+0.5 sqrt(ln N / n)), a node's actions (the best-scoring configurations, ties to the lower
+index, none that fills nothing), and the search's stops (a first plan at once, then only
+better ones, none past the bound)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from cotenant.model.gpu import CATALOG
+from cotenant.model.mig import MigGeometry
+from cotenant.policies.partition import PartitionProblem
+from cotenant.policies.partition.mcts import _Node, _search
+from cotenant.policies.partition.search import bulk, fill, fill_scores, tables
+
+_FOUND = CATALOG.get("A100-40GB").mig
+assert _FOUND is not None
+GEOMETRY: MigGeometry = _FOUND
+PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
+
+
+def wasteful() -> PartitionProblem:
+    """Six services a bit over one 1g each: the greedy wastes instances, the search mixes."""
+    return PartitionProblem(GEOMETRY, tuple(f"s{i}" for i in range(6)), np.full(6, 130.0),
+                            PROFILES, np.tile([100.0, 190.0, 260.0, 330.0, 650.0], (6, 1)))
+
+
+def test_uct_is_the_mean_reward_plus_the_exploration_term() -> None:
+    parent = _Node(np.zeros(1), [], visits=10)
+    child = _Node(np.zeros(1), [], visits=2, total=1.2)
+    assert parent.uct(child) == 0.6 + 0.5 * math.sqrt(math.log(10) / 2)
+    once = _Node(np.zeros(1), [], visits=1, total=0.25)
+    assert parent.uct(once) == 0.25 + 0.5 * math.sqrt(math.log(10))
+    assert parent.uct(_Node(np.zeros(1), [])) == math.inf  # never visited: first
+
+
+def test_a_nodes_actions_are_its_best_scoring_configurations() -> None:
+    problem = wasteful()
+    t = tables(problem)
+    node = _Node(problem.demand.copy(), [])
+    node.expand(t, 3)
+    score, owners, left = fill_scores(t, node.deficit)
+    ranked = sorted((i for i in range(len(score)) if score[i] > 0),
+                    key=lambda i: (-score[i], i))[:3]
+    assert node.actions == [(i, tuple(int(o) for o in owners[i])) for i in ranked]
+    for got, i in zip(node.lefts, ranked, strict=True):
+        np.testing.assert_array_equal(got, left[i])
+    done = _Node(np.zeros(6), [])  # nothing left to fill: no action scores above 0
+    done.expand(t, 3)
+    assert done.actions == []
+
+
+def test_the_search_yields_the_fill_first_then_only_better_plans() -> None:
+    problem = wasteful()
+    t = tables(problem)
+    base, rest = bulk(problem, t)
+    first = base + fill(t, rest)
+    plans = list(_search(t, base, rest, 0, 3, 200))
+    assert plans[0] == first
+    assert all(len(b) < len(a) for a, b in itertools.pairwise(plans))
+    assert list(_search(t, base, rest, 0, 3, 0)) == [first]  # no rollouts: the fill alone
+    # a bound the first plan meets: nothing more is searched
+    assert list(_search(t, base, rest, len(first), 3, 200)) == [first]
