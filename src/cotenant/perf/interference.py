@@ -35,12 +35,9 @@ shares). ``docs`` report how the comparison moves with source and statistic.
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
 import numpy as np
 import numpy.typing as npt
@@ -138,17 +135,14 @@ def _tally(statistic: str) -> Interference:
 @cache
 def h200_rows() -> dict[str, dict[str, float]]:
     """``perf/data/h200_colocation.csv`` by mechanism (empty cells are NaN)."""
-    text = resources.files("cotenant.perf").joinpath("data/h200_colocation.csv").read_text(
-        encoding="utf-8")
-    lines = [line for line in text.splitlines() if not line.startswith("#")]
-    out: dict[str, dict[str, float]] = {}
-    for n, row in enumerate(csv.DictReader(io.StringIO("\n".join(lines))), start=2):
-        where = ("h200_colocation.csv", n)
-        out[row["mechanism"]] = {
-            k: published.number(where[0], where[1], row, k) if row[k] else float("nan")
+    name = "h200_colocation.csv"
+    return {
+        row["mechanism"]: {
+            k: published.number(name, line, row, k) if row[k] else float("nan")
             for k in ("online_share_pct", "service_ms", "p50_ms", "p99_ms", "offline_norm_tput")
         }
-    return out
+        for line, row in published.table(name)
+    }
 
 
 H200_LOAD = 0.45

@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from cotenant.errors import InputError
+
 _MIGPERF_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 _MIGPERF = "MIGPerf arXiv:2301.00407 HuaizhengZhang/MIGProfiler assets/pictures/infer/{}"
 _MIGER = (
@@ -44,6 +46,19 @@ class MeasuredTable:
     batches: tuple[int, ...]
     throughput: Mapping[str, tuple[float, ...]]
     latency_ms: Mapping[str, tuple[float, ...]]
+
+    def __post_init__(self) -> None:
+        """Every profile has a throughput and a latency at each batch size, or a one-line
+        :class:`~cotenant.errors.InputError` naming the table, the profile and the column."""
+        where = f"measured table {self.model} on {self.gpu}"
+        if set(self.throughput) != set(self.latency_ms):
+            raise InputError(where, f"profiles with throughputs ({', '.join(self.throughput)}) "
+                             f"differ from those with latencies ({', '.join(self.latency_ms)})")
+        for column, rows in (("throughput", self.throughput), ("latency_ms", self.latency_ms)):
+            for profile, row in rows.items():
+                if len(row) != len(self.batches):
+                    raise InputError(f"{where}: {profile} {column}", f"{len(row)} values for "
+                                     f"{len(self.batches)} batch sizes")
 
 
 def _migperf(

@@ -195,10 +195,10 @@ def _derive(table: MeasuredTable, gpu: str, target: MigProfile) -> list[ProfileP
     """``table``'s rows for ``target`` on ``gpu``: measured, or by the SM rule (module doc)."""
     n = len(table.batches)
     if gpu == table.gpu and target.name in table.throughput:
-        rows = zip(table.throughput[target.name], table.latency_ms[target.name], strict=True)
+        rates, ms = table.throughput[target.name], table.latency_ms[target.name]
         return [
-            ProfilePoint(table.model, gpu, target.name, b, t, lat, table.source)
-            for b, (t, lat) in zip(table.batches, rows, strict=True)
+            ProfilePoint(table.model, gpu, target.name, b, rates[i], ms[i], table.source)
+            for i, b in enumerate(table.batches)
         ]
     geometry = CATALOG.get(table.gpu).mig
     assert geometry is not None, table.gpu
@@ -215,7 +215,8 @@ def _derive(table: MeasuredTable, gpu: str, target: MigProfile) -> list[ProfileP
         (s_hi, hi) = above[0]
         w = (s - s_lo) / (s_hi - s_lo)
         rule = f"{table.gpu} {lo}..{hi} linear in SMs at {s}"
-        tput = [a + (b - a) * w for a, b in zip(t_lo, table.throughput[hi], strict=True)]
+        t_hi = table.throughput[hi]
+        tput = [t_lo[i] + (t_hi[i] - t_lo[i]) * w for i in range(n)]
     else:
         rule = f"{table.gpu} {lo} x {s}/{s_lo} SMs"
         tput = [a * s / s_lo for a in t_lo]

@@ -263,11 +263,14 @@ def tally_pairs(mechanism: str = "mps") -> list[PairRow]:
 def gavel_pairs(gpu: str = "V100") -> list[PairRow]:
     """Gavel's 28 single-GPU training pairs on ``gpu`` (V100 or P100), features derived from
     isolated throughputs (see the module docstring)."""
-    speedup = {
-        row["job"]: published.number("gavel_jobs.csv", line, row, "v100_steps_per_s")
-        / published.number("gavel_jobs.csv", line, row, "p100_steps_per_s")
-        for line, row in published.table("gavel_jobs.csv")
-    }
+    speedup = {}
+    for line, row in published.table("gavel_jobs.csv"):
+        v100 = published.number("gavel_jobs.csv", line, row, "v100_steps_per_s")
+        p100 = published.number("gavel_jobs.csv", line, row, "p100_steps_per_s")
+        if v100 == 0 or p100 == 0:
+            raise InputError(f"gavel_jobs.csv:{line}", "a job's steps per second must be > 0 "
+                             "on both GPUs (its features are the V100 over P100 speed-up)")
+        speedup[row["job"]] = v100 / p100
     top = max(speedup.values())
     solo = {job: SoloProfile(s / top, s / top, 0.0) for job, s in speedup.items()}
     cell = {

@@ -80,8 +80,12 @@ class FragmentationRun:
 
     def alloc_at(self, percent: int) -> float:
         """Allocated share (%) of GPU capacity when arrived demand is ``percent``%; NaN when
-        no arrival came within 1% of it (pods large against the cluster jump past it)."""
-        _, ys = self.curve(max(percent, 0))
+        no arrival came within 1% of it (pods large against the cluster jump past it). A
+        negative ``percent`` is an :class:`~cotenant.errors.InputError`."""
+        if percent < 0:
+            raise InputError("alloc_at percent", f"{percent} must be >= 0 (a whole percent of "
+                             "arrived GPU demand)")
+        _, ys = self.curve(percent)
         return float(ys[percent])
 
     @property

@@ -7,6 +7,8 @@ from a process that already ran the suite would see none of the code behind a ca
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from cotenant.perf import interference, jobs, kernels, predictor, published
@@ -19,6 +21,11 @@ CACHED = (
 
 
 @pytest.fixture(autouse=True)
-def _fresh_caches() -> None:
+def _fresh_caches() -> Iterator[None]:
+    """Empty before each test, and after it: a test that replaced a table leaves nothing
+    cached from it for the tests of other folders, which do not clear the caches."""
+    for function in CACHED:
+        function.cache_clear()
+    yield
     for function in CACHED:
         function.cache_clear()

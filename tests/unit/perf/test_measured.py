@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from cotenant.perf.measured import MEASURED, MIGER_ONLINE_MS, MIGER_PROFILES, _miger, _migperf
-
-ROWS = (
-    ((1.0, 2.0), (11.0, 12.0)),
-    ((3.0, 4.0), (13.0, 14.0)),
-    ((5.0, 6.0), (15.0, 16.0)),
-    ((7.0, 8.0), (17.0, 18.0)),
+from cotenant.errors import InputError
+from cotenant.perf.measured import (
+    MEASURED,
+    MIGER_ONLINE_MS,
+    MIGER_PROFILES,
+    MeasuredTable,
+    _miger,
+    _migperf,
 )
-"""(throughput, latency) per slice, 5g, 10g, 20g, 40g, two batch sizes each."""
+
+ROWS = tuple(
+    (tuple(100.0 * k + b for b in range(1, 10)), tuple(1000.0 * k + b for b in range(1, 10)))
+    for k in range(1, 5))
+"""(throughput, latency) per slice, 5g, 10g, 20g, 40g, at each of the nine batch sizes:
+101..109 and 1001..1009 for 5g, 201..209 and 2001..2009 for 10g, and so on."""
 
 
 def test_a_migperf_table_reads_its_slices_as_compute_profiles() -> None:
@@ -22,10 +28,39 @@ def test_a_migperf_table_reads_its_slices_as_compute_profiles() -> None:
     assert table.source == ("MIGPerf arXiv:2301.00407 HuaizhengZhang/MIGProfiler "
                             "assets/pictures/infer/fig/m_*.svg (slice '20g' read as 3g.20gb)")
     assert table.batches == (1, 2, 4, 8, 16, 32, 64, 128, 256)
-    assert dict(table.throughput) == {"1g.5gb": (1.0, 2.0), "2g.10gb": (3.0, 4.0),
-                                      "3g.20gb": (5.0, 6.0), "7g.40gb": (7.0, 8.0)}
-    assert dict(table.latency_ms) == {"1g.5gb": (11.0, 12.0), "2g.10gb": (13.0, 14.0),
-                                      "3g.20gb": (15.0, 16.0), "7g.40gb": (17.0, 18.0)}
+    assert dict(table.throughput) == {"1g.5gb": ROWS[0][0], "2g.10gb": ROWS[1][0],
+                                      "3g.20gb": ROWS[2][0], "7g.40gb": ROWS[3][0]}
+    assert dict(table.latency_ms) == {"1g.5gb": ROWS[0][1], "2g.10gb": ROWS[1][1],
+                                      "3g.20gb": ROWS[2][1], "7g.40gb": ROWS[3][1]}
+    assert table.throughput["3g.20gb"][8] == 309.0
+    assert table.latency_ms["7g.40gb"][0] == 4001.0
+
+
+@pytest.mark.parametrize(("tput", "latency", "where", "rule"), [
+    ({"1g.5gb": (1.0, 2.0)}, {"1g.5gb": (1.0, 2.0, 3.0)}, "1g.5gb throughput",
+     "2 values for 3 batch sizes"),
+    ({"1g.5gb": (1.0, 2.0, 3.0)}, {"1g.5gb": (1.0, 2.0, 3.0, 4.0)}, "1g.5gb latency_ms",
+     "4 values for 3 batch sizes"),
+    ({"1g.5gb": (1.0, 2.0, 3.0), "7g.40gb": (7.0, 8.0)},
+     {"1g.5gb": (1.0, 2.0, 3.0), "7g.40gb": (7.0, 8.0, 9.0)}, "7g.40gb throughput",
+     "2 values for 3 batch sizes"),
+])
+def test_a_table_whose_rows_do_not_match_its_batches_is_refused(
+        tput: dict[str, tuple[float, ...]], latency: dict[str, tuple[float, ...]], where: str,
+        rule: str) -> None:
+    with pytest.raises(InputError) as info:
+        MeasuredTable("m", "A100-40GB", "src", (1, 2, 4), tput, latency)
+    assert (info.value.where, info.value.rule) == (f"measured table m on A100-40GB: {where}", rule)
+
+
+def test_a_table_needs_a_latency_for_each_profile_with_a_throughput_and_back() -> None:
+    for tput, latency in (({"1g.5gb": (1.0,), "7g.40gb": (2.0,)}, {"1g.5gb": (3.0,)}),
+                          ({"1g.5gb": (1.0,)}, {"1g.5gb": (3.0,), "7g.40gb": (2.0,)})):
+        with pytest.raises(InputError) as info:
+            MeasuredTable("m", "A100-40GB", "src", (1,), tput, latency)
+        assert info.value.where == "measured table m on A100-40GB"
+        assert info.value.rule == (f"profiles with throughputs ({', '.join(tput)}) differ from "
+                                   f"those with latencies ({', '.join(latency)})")
 
 
 def test_a_migperf_table_needs_all_four_slices() -> None:

@@ -61,21 +61,6 @@ def test_below_the_smallest_measured_profile_throughput_scales_with_the_sms() ->
     assert rows[0].source == "derived: A100-40GB 3g.20gb x 14/42 SMs"
 
 
-@pytest.mark.parametrize(("tput", "latency", "profile"), [
-    ({"1g.5gb": (1.0, 2.0, 3.0)}, {"1g.5gb": (1.0, 2.0)}, "1g.5gb"),  # measured, uneven
-    ({"1g.5gb": (1.0, 2.0)}, {"1g.5gb": (1.0, 2.0)}, "1g.5gb"),  # batches longer than rows
-    ({"1g.5gb": (1.0, 2.0, 3.0), "7g.40gb": (7.0, 8.0)},
-     {"1g.5gb": (1.0, 2.0, 3.0), "7g.40gb": (7.0, 8.0)}, "3g.20gb"),  # knots uneven
-])
-def test_a_table_whose_rows_do_not_match_its_batches_is_refused(
-        tput: dict[str, tuple[float, ...]], latency: dict[str, tuple[float, ...]],
-        profile: str) -> None:
-    table = MeasuredTable("m", "A100-40GB", "src", (1, 2, 4), tput, latency)
-    target = CATALOG.get("A100-40GB").require_mig("test").profile(profile)
-    with pytest.raises(ValueError, match="zip"):
-        _derive(table, "A100-40GB", target)
-
-
 def test_check_names_the_table_and_the_gpus_with_data() -> None:
     default = ProfileTable([point(1, 1.0, 1.0)])
     with pytest.raises(UnknownNameError) as info:

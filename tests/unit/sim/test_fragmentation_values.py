@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from cotenant.errors import InputError
-from cotenant.model.cluster import Cluster
+from cotenant.model.cluster import Allocation, Cluster
 from cotenant.model.gpu import CATALOG
 from cotenant.model.workload import Node, Pod, PodShape
+from cotenant.sim import fragmentation
 from cotenant.sim.fragmentation import (
     FragmentationConfig,
     FragmentationRun,
@@ -25,6 +26,7 @@ from cotenant.sim.fragmentation import (
     point_window,
     run_fragmentation,
 )
+from cotenant.sim.placer import Placer
 
 POLICIES = ("random", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "fgd",
             "cotenant-pack")
@@ -80,6 +82,31 @@ def test_alloc_at_reads_the_curve_and_is_nan_where_no_arrival_came_near() -> Non
     assert run.alloc_at(10) == pytest.approx(7.0)
     assert math.isnan(run.alloc_at(8))
     assert math.isnan(run.alloc_at(15))
+
+
+@pytest.mark.parametrize("percent", [-1, -5])
+def test_alloc_at_a_negative_percent_is_refused(percent: int) -> None:
+    with pytest.raises(InputError) as info:
+        _run(ARRIVED, USED, [False] * 6).alloc_at(percent)
+    assert (info.value.where, info.value.rule) == (
+        "alloc_at percent", f"{percent} must be >= 0 (a whole percent of arrived GPU demand)")
+
+
+@pytest.mark.parametrize(("config", "cache"), [
+    (FragmentationConfig(), True), (FragmentationConfig(cache=False), False)])
+def test_the_score_cache_setting_reaches_the_placer(
+        monkeypatch: pytest.MonkeyPatch, config: FragmentationConfig, cache: bool) -> None:
+    made: list[bool] = []
+
+    class Spy(Placer):
+        def place(self, shape: PodShape) -> Allocation | None:
+            made.append(self.use_cache)
+            return super().place(shape)
+
+    monkeypatch.setattr(fragmentation, "Placer", Spy)
+    run = run_fragmentation(_node(2), _pods(4, PodShape(1000, 1000, 1, 600)), "fgd", 0, config)
+    assert made == [cache] * 4
+    assert run.used_milli.tolist() == [600, 1200, 1200, 1200]
 
 
 def test_the_end_of_a_run_and_its_failures() -> None:
