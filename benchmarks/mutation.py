@@ -196,7 +196,7 @@ PERF_NOT_COUNTED: dict[str, str] = {
     **{f"cotenant.perf.measured.x__migperf__mutmut_{n}":
        "equivalent: zip's strict flag in one of two zips over the same names and rows: the "
        "other still refuses a table without all four slices" for n in (31, 34, 35, 39, 42, 43)},
-    "cotenant.perf.mig_profiles.x__derive__mutmut_46":
+    "cotenant.perf.mig_profiles.x__derive__mutmut_33":
         "equivalent: a knot at the target's SMs is also below it, so the same-SMs branch "
         "takes it before the knots above are read",
     "cotenant.perf.mig_profiles.x__parse__mutmut_11":

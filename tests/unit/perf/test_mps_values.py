@@ -19,6 +19,18 @@ def test_speed_is_amdahls_law() -> None:
     assert float(mps.speed(0.0, 0.2)) == pytest.approx(1 / (0.2 + 0.8 / 1e-6))
 
 
+def test_speed_computes_in_float64_whatever_the_shares_dtype() -> None:
+    # a share of 0 is floored at 1e-6 in float64 (float32's nearest is 9.99999997e-07):
+    # with no serial part the speed is the floored share itself
+    shares = [0.0, 0.25, 1.0]
+    assert mps.speed(np.array(shares, np.float32), 0.0)[0] == 1.0 / (1.0 / 1e-6)
+    for dtype in (np.float32, np.float16, np.int64):
+        got = mps.speed(np.array(shares, dtype), 0.3)
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, mps.speed(np.array(shares, dtype).astype(np.float64),
+                                                     0.3))
+
+
 def test_busy_fraction_is_the_load_over_the_speed_at_most_one() -> None:
     got = mps.busy_fraction(np.array([0.3, 0.6]), np.array([0.5, 0.5]), np.array([0.2, 0.2]))
     np.testing.assert_allclose(got, [0.54, 1.0])  # 0.3 x 1.8; 0.6 x 1.8 saturates
