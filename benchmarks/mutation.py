@@ -141,8 +141,9 @@ PARTS = (
          ("tests/unit/report",)),
 )
 
-_FLOAT64 = ("equivalent: the dtype of an operand or result that is float64 anyway (speed() "
-            "casts the share to float64, and float64 arithmetic with any number is float64)")
+_FLOAT64 = ("equivalent on NumPy 1.26 and 2 alike (both run with float32, 0-d and scalar "
+            "inputs): the dtype of an operand or result that is float64 anyway (speed() casts "
+            "its share and its result to float64; the tables are float64 arrays)")
 PERF_NOT_COUNTED: dict[str, str] = {
     # the float64 casts of speed()'s result, p99_ms()'s interference and load and
     # violation_share()'s inputs are counted: without them a float32 input beside a 0-d
