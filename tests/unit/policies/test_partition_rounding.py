@@ -11,11 +11,12 @@ import pytest
 
 from cotenant.model.gpu import CATALOG
 from cotenant.model.mig import MigGeometry
-from cotenant.policies.partition import PartitionProblem, verify
+from cotenant.policies.partition import PartitionProblem, auto, verify
 from cotenant.policies.partition.auto import Rounded, _round, _rounded_plan, lp_round_counts
-from cotenant.policies.partition.bounds import relaxation
+from cotenant.policies.partition.bounds import Relaxation, relaxation
+from cotenant.policies.partition.greedy import pack
 from cotenant.policies.partition.highs import solve_small
-from cotenant.policies.partition.milp import solve_counts
+from cotenant.policies.partition.milp import MilpResult, solve_counts
 from cotenant.policies.partition.problem import Deadline, Plan
 
 _FOUND = CATALOG.get("A100-40GB").mig
@@ -75,6 +76,8 @@ def test_a_rounding_without_time_or_without_a_plan_gives_none() -> None:
     problem = only_4g(300.0)
     assert _round(problem, still(0.01)) is None  # no time for the LP
     assert _rounded_plan(problem, Rounded(3.0)) is None  # the LP's value alone
+    counts = np.array([[0, 0, 0, 3, 0]])
+    assert _rounded_plan(problem, Rounded(3.0, None, counts)) is None  # instances, no GPUs
     short = Rounded(3.0, np.zeros(len(problem.layouts), dtype=np.int64),
                     np.array([[0, 0, 0, 3, 0]]))
     assert _rounded_plan(problem, short) is None  # instances no layout holds
@@ -121,3 +124,52 @@ def test_instances_that_exist_already_cost_nothing() -> None:
     assert (int(alone.use.sum()), int(given.use.sum())) == (3, 2)
     assert alone.proven
     assert given.proven
+
+
+def many(n: int) -> PartitionProblem:
+    """n services of 150 req/s on 1g instances of 100: each LP leaves half an instance."""
+    return PartitionProblem(GEOMETRY, tuple(f"s{i}" for i in range(n)), np.full(n, 150.0),
+                            PROFILES, np.tile([100.0, 190.0, 260.0, 330.0, 650.0], (n, 1)))
+
+
+def test_the_remainder_goes_to_the_milp_only_when_small_and_given_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[int] = []
+    given = np.zeros((3, 5), dtype=np.int64)
+    given[:, 4] = 1  # the MILP's answer: a 7g for each
+
+    def milp(problem: PartitionProblem, seconds: float) -> MilpResult:
+        calls.append(int(np.count_nonzero(problem.demand)))
+        return MilpResult(None, given[: len(problem.services)], None, True)
+
+    monkeypatch.setattr(auto, "solve_counts", milp)
+    price = np.array([0.1, 0.2, 0.3, 0.4, 0.7])
+
+    def nothing_taken(n: int) -> Relaxation:  # an LP that took no whole instance
+        return Relaxation(0.0, np.zeros((n, 5)), price)
+
+    problem = many(3)
+    _, total = lp_round_counts(problem, nothing_taken(3), still(5.0), 0.5)
+    assert calls == [3]
+    np.testing.assert_array_equal(total, given)  # the MILP's instances are used
+    calls.clear()
+    lp_round_counts(problem, nothing_taken(3), still(5.0), 0.0)  # no time share: prices
+    assert _round(problem, still(5.0)) is not None  # the rounding child gives it none
+    lp_round_counts(many(401), nothing_taken(401), still(5.0), 0.5)  # over 400: prices
+    assert calls == []
+
+
+def test_the_exact_packing_is_used_and_the_greedy_packing_where_it_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    problem = mixed()
+    relaxed = relaxation(problem)
+    assert relaxed is not None
+    marked = np.arange(len(problem.layouts), dtype=np.int64)
+    monkeypatch.setattr(auto, "repack", lambda *_: marked)
+    use, _ = lp_round_counts(problem, relaxed, still(5.0), 0.0)
+    assert use is marked
+    monkeypatch.setattr(auto, "repack", lambda *_: None)
+    use, total = lp_round_counts(problem, relaxed, still(5.0), 0.0)
+    np.testing.assert_array_equal(use, pack(problem, total.sum(axis=0)))
