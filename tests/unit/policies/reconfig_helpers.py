@@ -7,15 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 from cotenant.model.deployment import GpuPlan
-from cotenant.model.gpu import CATALOG
-from cotenant.model.mig import MigGeometry, MigLayout
+from cotenant.model.mig import MigLayout
 from cotenant.policies.partition import PARTITION, PartitionProblem
 from cotenant.policies.partition.reconfig import Reconfiguration, plan_steps
+from tests.unit.policies.a100 import GEOMETRY, PROFILES
 
-_FOUND = CATALOG.get("A100-40GB").mig
-assert _FOUND is not None
-GEOMETRY: MigGeometry = _FOUND
-PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
 RATES = [[100, 190, 260, 330, 650], [50, 100, 150, 200, 350]]
 EMPTY = GpuPlan(MigLayout(), ())
 

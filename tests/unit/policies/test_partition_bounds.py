@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 
 from cotenant.model.deployment import GpuPlan
-from cotenant.model.gpu import CATALOG
-from cotenant.model.mig import MigGeometry
 from cotenant.policies.partition import PartitionProblem, verify
 from cotenant.policies.partition.bounds import (
     Relaxation,
@@ -23,11 +21,7 @@ from cotenant.policies.partition.bounds import (
 )
 from cotenant.policies.partition.formulation import formulate, min_slices, slice_bound
 from cotenant.policies.partition.problem import TOLERANCE, Deadline, Plan
-
-_FOUND = CATALOG.get("A100-40GB").mig
-assert _FOUND is not None
-GEOMETRY: MigGeometry = _FOUND
-PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
+from tests.unit.policies.a100 import GEOMETRY, PROFILES
 
 
 def only_4g(demand: float, rate: float = 100.0) -> PartitionProblem:

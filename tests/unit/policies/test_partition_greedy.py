@@ -12,17 +12,11 @@ import numpy as np
 import pytest
 
 from cotenant.errors import InfeasibleError
-from cotenant.model.gpu import CATALOG
-from cotenant.model.mig import MigGeometry
 from cotenant.policies.partition import PartitionProblem
 from cotenant.policies.partition.formulation import distinct_layouts
 from cotenant.policies.partition.greedy import instance_counts, pack
 from cotenant.policies.partition.problem import realise
-
-_FOUND = CATALOG.get("A100-40GB").mig
-assert _FOUND is not None
-GEOMETRY: MigGeometry = _FOUND
-PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")  # 1, 2, 3, 4, 7 slices
+from tests.unit.policies.a100 import GEOMETRY, PROFILES
 
 
 def counts(demand: float, rates: list[float]) -> list[int]:

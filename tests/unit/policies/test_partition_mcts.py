@@ -10,16 +10,10 @@ import math
 
 import numpy as np
 
-from cotenant.model.gpu import CATALOG
-from cotenant.model.mig import MigGeometry
 from cotenant.policies.partition import PartitionProblem
 from cotenant.policies.partition.mcts import _Node, _search
 from cotenant.policies.partition.search import bulk, fill, fill_scores, tables
-
-_FOUND = CATALOG.get("A100-40GB").mig
-assert _FOUND is not None
-GEOMETRY: MigGeometry = _FOUND
-PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
+from tests.unit.policies.a100 import GEOMETRY, PROFILES
 
 
 def wasteful() -> PartitionProblem:

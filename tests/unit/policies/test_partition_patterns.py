@@ -10,16 +10,12 @@ import itertools
 import numpy as np
 import pytest
 
-from cotenant.model.gpu import CATALOG
-from cotenant.model.mig import MigGeometry
 from cotenant.policies.partition import PartitionProblem
 from cotenant.policies.partition.greedy import instance_counts
 from cotenant.policies.partition.packing import CHUNK, cheapest_patterns, patterns
 from cotenant.policies.partition.problem import TOLERANCE
+from tests.unit.policies.a100 import GEOMETRY
 
-_FOUND = CATALOG.get("A100-40GB").mig
-assert _FOUND is not None
-GEOMETRY: MigGeometry = _FOUND
 PROFILES = ("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "7g.40gb")
 COMPUTE = (1, 1, 2, 3, 7)  # slices of each, from NVIDIA's A100-40GB table
 MEMORY = (1, 2, 2, 4, 8)

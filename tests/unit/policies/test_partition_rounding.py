@@ -9,8 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cotenant.model.gpu import CATALOG
-from cotenant.model.mig import MigGeometry
 from cotenant.policies.partition import PartitionProblem, auto, verify
 from cotenant.policies.partition.auto import Rounded, _round, _rounded_plan, lp_round_counts
 from cotenant.policies.partition.bounds import Relaxation, relaxation
@@ -18,11 +16,7 @@ from cotenant.policies.partition.greedy import pack
 from cotenant.policies.partition.highs import solve_small
 from cotenant.policies.partition.milp import MilpResult, solve_counts
 from cotenant.policies.partition.problem import Deadline, Plan
-
-_FOUND = CATALOG.get("A100-40GB").mig
-assert _FOUND is not None
-GEOMETRY: MigGeometry = _FOUND
-PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
+from tests.unit.policies.a100 import GEOMETRY, PROFILES
 
 
 def only_4g(demand: float) -> PartitionProblem:

@@ -12,8 +12,6 @@ import pytest
 
 from cotenant.errors import InfeasibleError, InputError
 from cotenant.model.deployment import GpuPlan
-from cotenant.model.gpu import CATALOG
-from cotenant.model.mig import MigGeometry
 from cotenant.policies.partition import PartitionProblem
 from cotenant.policies.partition.export import (
     DEVICE_FILTERS,
@@ -32,11 +30,8 @@ from cotenant.policies.partition.problem import (
     unmet,
     verify,
 )
+from tests.unit.policies.a100 import GEOMETRY, PROFILES
 
-_FOUND = CATALOG.get("A100-40GB").mig
-assert _FOUND is not None
-GEOMETRY: MigGeometry = _FOUND
-PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
 FILTER = DEVICE_FILTERS["A100-40GB"]
 
 

@@ -22,7 +22,8 @@ from cotenant.policies.partition.reconfig import (
     plan_steps,
     search_steps,
 )
-from tests.unit.policies.reconfig_helpers import EMPTY, GEOMETRY, PROFILES, gpu, problem
+from tests.unit.policies.a100 import GEOMETRY, PROFILES
+from tests.unit.policies.reconfig_helpers import EMPTY, gpu, problem
 
 
 def test_moves_work_to_a_free_gpu_first() -> None:

@@ -22,10 +22,9 @@ from cotenant.policies.partition.reconfig.stages import (
     differs,
     node_stages,
 )
+from tests.unit.policies.a100 import GEOMETRY, PROFILES
 from tests.unit.policies.reconfig_helpers import (
     EMPTY,
-    GEOMETRY,
-    PROFILES,
     RATES,
     gpu,
     problem,

@@ -24,7 +24,8 @@ from cotenant.policies.partition.reconfig import (
 from cotenant.policies.partition.reconfig.lend import _profiles
 from cotenant.policies.partition.reconfig.pool import Pool
 from cotenant.policies.partition.reconfig.steps import losing
-from tests.unit.policies.reconfig_helpers import EMPTY, GEOMETRY, PROFILES, RATES, gpu, problem
+from tests.unit.policies.a100 import GEOMETRY, PROFILES
+from tests.unit.policies.reconfig_helpers import EMPTY, RATES, gpu, problem
 
 FREE = EMPTY
 
