@@ -20,19 +20,8 @@ from cotenant.policies.partition.bounds import (
     solver_time,
 )
 from cotenant.policies.partition.formulation import formulate, min_slices, slice_bound
-from cotenant.policies.partition.problem import TOLERANCE, Deadline, Plan
-from tests.unit.policies.a100 import GEOMETRY, PROFILES
-
-
-def only_4g(demand: float, rate: float = 100.0) -> PartitionProblem:
-    """One service only a 4g instance serves, at ``rate`` req/s each."""
-    return PartitionProblem(GEOMETRY, ("s",), np.array([demand]), PROFILES,
-                            np.array([[0.0, 0.0, 0.0, rate, 0.0]]))
-
-
-def still(left: float) -> Deadline:
-    """A deadline with ``left`` seconds left, on a clock that does not move."""
-    return Deadline(left, clock=lambda: 0.0)
+from cotenant.policies.partition.problem import TOLERANCE, Plan
+from tests.unit.policies.a100 import GEOMETRY, PROFILES, only_4g, still
 
 
 def test_three_4g_instances_need_three_gpus_though_their_slices_fit_in_two() -> None:

@@ -15,14 +15,8 @@ from cotenant.policies.partition.bounds import Relaxation, relaxation
 from cotenant.policies.partition.greedy import pack
 from cotenant.policies.partition.highs import solve_small
 from cotenant.policies.partition.milp import MilpResult, solve_counts
-from cotenant.policies.partition.problem import Deadline, Plan
-from tests.unit.policies.a100 import GEOMETRY, PROFILES
-
-
-def only_4g(demand: float) -> PartitionProblem:
-    """One service only a 4g serves, 100 req/s each: one A100 holds one 4g, so n GPUs."""
-    return PartitionProblem(GEOMETRY, ("s",), np.array([demand]), PROFILES,
-                            np.array([[0.0, 0.0, 0.0, 100.0, 0.0]]))
+from cotenant.policies.partition.problem import Plan
+from tests.unit.policies.a100 import GEOMETRY, PROFILES, only_4g, still
 
 
 def mixed() -> PartitionProblem:
@@ -30,10 +24,6 @@ def mixed() -> PartitionProblem:
         GEOMETRY, ("a", "b", "c"), np.array([350.0, 120.0, 45.0]), PROFILES,
         np.array([[60.0, 110.0, 150.0, 200.0, 330.0], [0.0, 0.0, 90.0, 120.0, 200.0],
                   [20.0, 40.0, 55.0, 70.0, 120.0]]))
-
-
-def still(left: float) -> Deadline:
-    return Deadline(left, clock=lambda: 0.0)
 
 
 @pytest.mark.parametrize("share", [0.0, 0.5])  # by dual prices, or by the MILP
