@@ -49,6 +49,16 @@ def test_instance_counts_by_hand(demand: float, rates: list[float],
     assert counts(demand, rates) == expected
 
 
+def test_a_rest_a_rounding_error_above_one_instance_takes_one_more_of_the_best() -> None:
+    # 9.623215916139614 is 13 instances of 0.7402473781645857 req/s, but in floating point
+    # 12 whole instances leave a rest a hair above one: no profile's rate covers it, so one
+    # more of the best is taken (not a 1g from the other service's row)
+    problem = PartitionProblem(
+        GEOMETRY, ("a", "b"), np.array([9.623215916139614, 1.5]), PROFILES,
+        np.array([[0.0, 0.0, 0.0, 0.7402473781645857, 0.0], [1.0, 0.0, 0.0, 0.0, 0.0]]))
+    assert instance_counts(problem).tolist() == [[0, 0, 0, 13, 0], [2, 0, 0, 0, 0]]
+
+
 def test_under_one_request_a_second_the_tolerance_is_absolute() -> None:
     # one instance of 1 - 1.5e-6 req/s leaves 1.5e-6 of a demand of 1: past the 1e-6 allowed
     assert counts(1.0, [1.0 - 1.5e-6, 0.0, 0.0, 0.0, 0.0]) == [2, 0, 0, 0, 0]

@@ -5,7 +5,6 @@ better ones, none past the bound)."""
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -17,9 +16,11 @@ from tests.unit.policies.a100 import GEOMETRY, PROFILES
 
 
 def wasteful() -> PartitionProblem:
-    """Six services a bit over one 1g each: the greedy wastes instances, the search mixes."""
-    return PartitionProblem(GEOMETRY, tuple(f"s{i}" for i in range(6)), np.full(6, 130.0),
-                            PROFILES, np.tile([100.0, 190.0, 260.0, 330.0, 650.0], (6, 1)))
+    """Seven services where the bulk step and greedy fill take 7 GPUs and the search finds
+    a plan of 6 by mixing services on GPUs."""
+    demand = [254.0, 300.0, 231.0, 376.0, 332.0, 31.0, 347.0]
+    return PartitionProblem(GEOMETRY, tuple(f"s{i}" for i in range(7)), np.array(demand),
+                            PROFILES, np.tile([22.0, 42.0, 113.0, 307.0, 528.0], (7, 1)))
 
 
 def test_uct_is_the_mean_reward_plus_the_exploration_term() -> None:
@@ -42,7 +43,7 @@ def test_a_nodes_actions_are_its_best_scoring_configurations() -> None:
     assert node.actions == [(i, tuple(int(o) for o in owners[i])) for i in ranked]
     for got, i in zip(node.lefts, ranked, strict=True):
         np.testing.assert_array_equal(got, left[i])
-    done = _Node(np.zeros(6), [])  # nothing left to fill: no action scores above 0
+    done = _Node(np.zeros(7), [])  # nothing left to fill: no action scores above 0
     done.expand(t, 3)
     assert done.actions == []
 
@@ -54,7 +55,8 @@ def test_the_search_yields_the_fill_first_then_only_better_plans() -> None:
     first = base + fill(t, rest)
     plans = list(_search(t, base, rest, 0, 3, 200))
     assert plans[0] == first
-    assert all(len(b) < len(a) for a, b in itertools.pairwise(plans))
+    assert [len(p) for p in plans] == [7, 6]  # one better plan, then none better in 200
     assert list(_search(t, base, rest, 0, 3, 0)) == [first]  # no rollouts: the fill alone
     # a bound the first plan meets: nothing more is searched
     assert list(_search(t, base, rest, len(first), 3, 200)) == [first]
+    assert [len(p) for p in _search(t, base, rest, 6, 3, 200)] == [7, 6]  # stops at 6

@@ -202,7 +202,10 @@ def test_a_node_limit_goes_to_the_solvers_that_take_one(monkeypatch: pytest.Monk
         "use it with --solver milp or auto")
 
 
-def test_the_default_solver_is_auto() -> None:
-    _, plan = plan_spec(spec(Service("a", "m", 150.0, 50.0)), SEVEN)
+def test_the_default_solver_is_auto_and_names_ignore_case() -> None:
+    one = spec(Service("a", "m", 150.0, 50.0))
+    _, plan = plan_spec(one, SEVEN)
     assert plan.solver.startswith("auto:")
     assert plan.gpu_count == 2
+    assert plan_spec(one, SEVEN, node_limit=7)[1].solver.startswith("auto:")
+    assert plan_spec(one, SEVEN, "MILP", 5.0, node_limit=7)[1].solver.startswith("milp")

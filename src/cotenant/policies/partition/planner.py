@@ -113,6 +113,7 @@ def plan_spec(
     about ``time_limit`` seconds (the first plan, the greedy one, is returned even when the
     limit is shorter than it takes). ``node_limit`` (``milp`` and ``auto`` only) also stops
     HiGHS's branch and bound after that many nodes."""
+    solver = PARTITION.canonical(solver)  # "MILP" or an alias takes a node limit too
     solve = PARTITION.get(solver)
     if node_limit is not None:
         if solver not in NODE_LIMITED:

@@ -86,9 +86,10 @@ class PartitionProblem:
     rate: FloatArray  # (S, P) req/s per instance
     layouts: tuple[MigLayout, ...] = field(default=())
     other_rates: Mapping[tuple[str, str], float] = field(default_factory=dict)
-    """(service, profile) -> req/s per instance for the profiles the plan does not use (the
-    one-profile-per-size layouts leave out e.g. A100-40GB's 1g.10gb), so that a deployment
-    running on them today is counted at its real capacity while it is reconfigured."""
+    """(service, profile) -> req/s per instance for profiles the problem does not plan over,
+    so that a deployment running on them today is counted at its real capacity while it is
+    reconfigured. The planner's own problems use every profile with a rate and leave this
+    empty; it is for callers that build a problem over fewer profiles."""
 
     def rate_of(self, service: int, profile: str) -> float:
         """Req/s of one instance of ``profile`` serving service number ``service``."""
