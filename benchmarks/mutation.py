@@ -661,6 +661,8 @@ NOT_COUNTED: dict[str, str] = {
     **{f"cotenant.policies.partition.auto.x__rounded_plan__mutmut_{n}":
        "equivalent: the plan handed to verify is named and bounded only for the message of "
        "an error that is caught here" for n in (15, 17, 18, 23, 24, 25, 26)},
+    "cotenant.policies.partition.planner.x_plan_spec__mutmut_2":
+        "equivalent: plan_spec canonicalises the solver's name first ('AUTO' is 'auto')",
 }
 """Mutants left out of the score, with the reason: a name ending in its number is one
 mutant, any other a prefix (every mutant of a function)."""
@@ -720,12 +722,13 @@ def pytest_configure(config: object) -> None:
 """The plugin of the parts with ``in_process`` set, put beside :data:`REAPER`."""
 
 
-IN_PROCESS_TIMEOUT = 0.5
+IN_PROCESS_TIMEOUT = 3.0
 """mutmut's ``timeout_multiplier`` for the parts with ``in_process`` set. A mutant's CPU
 limit is 2 x multiplier x (its tests' time in the traced statistics run + 1 s), and that run
 is slow where the searches run in process: 97 s for a test that takes 2 s untraced, so the
 default multiplier (15) let a mutant that loops for ever burn an hour of CPU before it
-counted as a timeout. At 0.5 the limit is still several times the untraced tests' time."""
+counted as a timeout. 0.5 was too tight: HiGHS's threads spend CPU faster than wall time,
+and mutants whose tests pass were stopped as timeouts (counted as kills)."""
 
 
 def write_settings(where: Path, part: Part, tests: Sequence[str]) -> None:
