@@ -145,8 +145,7 @@ def mig(
             "--current", f"deployment is on {current.gpu.name}, spec on {spec.gpu.name}"
         )
     table: ProfileTable = load_csv(profiles) if profiles else default_table()
-    problem, plan = plan_spec(spec, table, PARTITION.canonical(solver), time_limit,
-                              node_limit)
+    problem, plan = plan_spec(spec, table, solver, time_limit, node_limit)
     data = to_json(problem, plan, spec.gpu.name)
     change: Reconfiguration | None = None
     planned = Deployment(spec.gpu, plan.gpus)

@@ -141,18 +141,23 @@ def profile_lines() -> list[str]:
     return path.read_text("utf-8").splitlines()
 
 
-def use_profiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, lines: list[str]) -> None:
-    """:func:`mig_profiles.default_table` reading ``lines`` as the shipped file."""
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "mig_profiles.csv").write_text("\n".join(lines) + "\n", "utf-8")
+def package_files(monkeypatch: pytest.MonkeyPatch, module: object, root: Path) -> None:
+    """``module`` finds the package's data files under ``root`` instead of the package."""
 
     class Files:
         @staticmethod
         def files(package: str) -> Path:
             assert package == "cotenant.perf"
-            return tmp_path
+            return root
 
-    monkeypatch.setattr(mig_profiles, "resources", Files)
+    monkeypatch.setattr(module, "resources", Files)
+
+
+def use_profiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, lines: list[str]) -> None:
+    """:func:`mig_profiles.default_table` reading ``lines`` as the shipped file."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "mig_profiles.csv").write_text("\n".join(lines) + "\n", "utf-8")
+    package_files(monkeypatch, mig_profiles, tmp_path)
 
 
 def test_a_malformed_shipped_profile_row_names_the_shipped_file(
@@ -192,14 +197,7 @@ def test_a_replaced_table_is_read_as_utf8_under_any_locale(
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "jobs.csv").write_text(
         "# measured in Zürich\njob,steps\nmüller_bs64,2.5\n", "utf-8")
-
-    class Files:
-        @staticmethod
-        def files(package: str) -> Path:
-            assert package == "cotenant.perf"
-            return tmp_path
-
-    monkeypatch.setattr(published, "resources", Files)
+    package_files(monkeypatch, published, tmp_path)
     latin1_locale(monkeypatch)
     assert published.table("jobs.csv") == [(3, {"job": "müller_bs64", "steps": "2.5"})]
 
