@@ -18,8 +18,12 @@ yet) is not charged for the wait; a share change includes its own spawn.
 "Busy" is the SM utilisation of the job's own processes (NVML's per-process samples of the
 leader, else of all its cgroup's or group's processes together: torchrun's workers run apart) at
 or above ``busy_pct`` (10% by default: a training step, not a context or a data loader).
-Whether NVML samples MPS clients one by one has not been checked on a GPU (the share
-controller reads the online load the same way).
+NVML samples an MPS client's SM use on the MPS server's pid, not on the client's (seen on an
+H200, driver 580), so a client without a sample of its own is as busy as its daemon
+(:func:`~cotenant.agent.backends.base.daemon_sm_util`: all its clients on the GPU together)
+once NVML lists it, that is once its CUDA context is up. Beside an online client busy at or
+above ``busy_pct`` a measurement under MPS therefore ends when the job's context is up, before
+its first step: a lower bound of the downtime.
 
 Each sample is the cost of one change, as the simulator charges it: a second share change
 before the job is busy again starts the measurement afresh from its own SIGTERM (the first
@@ -43,7 +47,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from cotenant.agent.backends.base import GpuInfo, workload_sm_util
+from cotenant.agent.backends.base import GpuInfo, daemon_sm_util, workload_sm_util
 from cotenant.errors import InputError, check_seconds
 
 START = "start"
@@ -130,7 +134,7 @@ class DowntimeMeter:
         for name in set(paused) | (set(self._open) - set(live)):
             self.forget(name)
         self._unknown &= set(live)
-        util = {p.pid: p.sm_util_pct for g in gpus for p in g.processes}
+        util = daemon_sm_util(gpus)
         done: list[Downtime] = []
         gave_up: list[str] = []
         for name, state in list(self._open.items()):

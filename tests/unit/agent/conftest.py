@@ -31,7 +31,7 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def node(clock: ManualClock) -> FakeNode:
-    return FakeNode.build("A100-40GB", count=2, clock=clock)
+    return FakeNode.build("A100-40GB", count=2, clock=clock, per_client_util=True)
 
 
 @pytest.fixture

@@ -107,7 +107,7 @@ def make_supervisor(node: FakeNode, store: StateStore, state_dir: Path) -> Super
 
 def make_agent(tmp_path: Path, gpus: int = 2) -> Agent:
     clock = WallClock(1000.0)
-    node = FakeNode.build("A100-40GB", gpus, clock)
+    node = FakeNode.build("A100-40GB", gpus, clock, per_client_util=True)
     db = tmp_path / "agent.db"
     store = StateStore(db, monotonic=clock.monotonic)  # storage retries on the test's clock too
     return Agent(node, clock, store, make_supervisor(node, store, tmp_path), db)

@@ -28,6 +28,7 @@ class StubGpu:
     util: int = 37
     pids: tuple[int, ...] = ()
     samples: list[tuple[int, int, int]] = field(default_factory=list)  # pid, stamp, smUtil
+    mps_clients: tuple[int, ...] = ()  # of pids, those MPS clients
     register_error: list[int] = field(default_factory=list)  # codes for the next calls
     lacks: frozenset[int] = frozenset()  # GI profile IDs this driver does not know
     instances: dict[int, tuple[int, int]] = field(default_factory=dict)  # handle -> id, start
@@ -81,6 +82,9 @@ class StubNvml:
 
     def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[Any]:
         return [SimpleNamespace(pid=p, usedGpuMemory=None) for p in self.gpus[h].pids]
+
+    def nvmlDeviceGetMPSComputeRunningProcesses(self, h: int) -> list[Any]:
+        return [SimpleNamespace(pid=p, usedGpuMemory=None) for p in self.gpus[h].mps_clients]
 
     def nvmlDeviceGetProcessUtilization(self, h: int, stamp: int) -> list[Any]:
         return [SimpleNamespace(pid=p, timeStamp=t, smUtil=u) for p, t, u in self.gpus[h].samples]

@@ -10,6 +10,8 @@ with no instances (they leave it so). What each case checks:
   leave no room for a 3g, while 3g first leaves room for all four;
 * a start the profile does not allow is refused, a permanent error;
 * the "in use" rule: an instance with a process on it is not destroyed (a temporary error);
+* where NVML samples an MPS client's SM use: on its server's pid, not the client's (the
+  agent's downtime meter reads a client as busy as its daemon for this);
 * MPS fault semantics: a client's fatal fault reaches the daemon's other clients, a process
   outside the daemon is not touched, and once the faulted clients have exited the daemon
   takes new ones. (The fake also refuses a new client at spawn while faulted ones remain;
@@ -61,6 +63,12 @@ while True:  # a client notices a fault at its next CUDA call
     x.add_(1)
     torch.cuda.synchronize()
     time.sleep(0.1)
+"""
+BUSY_PY = """
+import torch
+x = torch.randn(4096, 4096, device="cuda")
+while True:
+    (x @ x).sum().item()
 """
 CRASH_PY = """
 import time, torch, triton, triton.language as tl
@@ -201,13 +209,9 @@ def test_an_instance_in_use_is_not_destroyed(node: Node, clean_mig: MigGeometry)
 
 
 def test_an_mps_clients_fault_reaches_its_daemons_other_clients(node: Node) -> None:
-    if not node.fake:
-        if shutil.which("nvidia-cuda-mps-control") is None:
-            pytest.skip("nvidia-cuda-mps-control is not installed")
-        if importlib.util.find_spec("triton") is None:
-            pytest.skip("torch with triton is needed to make a GPU fault")
-        if BackendFeature.MIG in node.backend.features():
-            pytest.skip("GPU 0 is in MIG mode")
+    mps_ready(node)
+    if not node.fake and importlib.util.find_spec("triton") is None:
+        pytest.skip("torch with triton is needed to make a GPU fault")
     pipe, log = node.tmp / "pipe", node.tmp / "log"
     pipe.mkdir()
     log.mkdir()
@@ -221,10 +225,13 @@ def test_an_mps_clients_fault_reaches_its_daemons_other_clients(node: Node) -> N
                                  env, 0)
         assert node.until(lambda: node.backend.poll(bad).state is ProcState.EXITED, 120)
         assert node.backend.poll(bad).returncode != 0
+        if not node.fake:  # of the GPU fault, not of something else (its output says)
+            said = "".join(f.read_text(errors="replace") for f in node.tmp.glob("logs/*.log"))
+            assert "illegal" in said.lower(), said[-3000:]
         if node.fake:  # the fake refuses at spawn; real MPS holds a new client inside CUDA
             with pytest.raises(CotenantError, match="refuses new clients"):
                 node.backend.spawn(node.argv(["fake-workload"], LOOP_PY), env, 0)
-        assert node.until(lambda: node.backend.poll(online).state is ProcState.EXITED, 120)
+        assert node.until(lambda: node.backend.poll(online).state is ProcState.EXITED, 60)
         assert node.backend.poll(online).returncode != 0
         assert node.backend.poll(outsider).state is ProcState.RUNNING
         accepted = node.backend.spawn(node.argv(["fake-workload"], LOOP_PY), env, 0)
@@ -233,4 +240,45 @@ def test_an_mps_clients_fault_reaches_its_daemons_other_clients(node: Node) -> N
     finally:
         for pid in node.backend.pids():
             node.backend.send_signal(pid, 9)
+        node.backend.stop_daemon(config)
+
+
+def mps_ready(node: Node) -> None:
+    """Skip where this node cannot run the MPS cases."""
+    if not node.fake:
+        if shutil.which("nvidia-cuda-mps-control") is None:
+            pytest.skip("nvidia-cuda-mps-control is not installed")
+        if importlib.util.find_spec("torch") is None:
+            pytest.skip("torch is not installed")
+        if BackendFeature.MIG in node.backend.features():
+            pytest.skip("GPU 0 is in MIG mode")
+
+
+def test_an_mps_clients_sm_use_is_sampled_on_its_server(node: Node) -> None:
+    mps_ready(node)
+    pipe, log = node.tmp / "pipe", node.tmp / "log"
+    pipe.mkdir()
+    log.mkdir()
+    config = DaemonConfig(0, pipe, log)
+    node.backend.start_daemon(config)
+    try:
+        env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(log)}
+        client = node.backend.spawn(
+            node.argv(["fake-workload", "--util-pct", "60"], BUSY_PY), env, 0)
+
+        def served() -> float:
+            return max((p.sm_util_pct or 0.0 for p in node.backend.gpu(0).processes
+                        if p.mps_server), default=0.0)
+
+        assert node.until(lambda: served() >= 10.0, 120)
+        info = node.backend.gpu(0)
+        members = set(node.backend.members(client))
+        mine = [p for p in info.processes if p.pid in members]
+        assert mine
+        assert all(p.mps_client and not p.mps_server and p.sm_util_pct is None for p in mine)
+        assert [p.pid for p in info.processes if p.mps_server and p.pid in members] == []
+    finally:
+        for pid in node.backend.pids():
+            node.backend.send_signal(pid, 9)
+        node.until(lambda: not node.backend.pids(), 30)
         node.backend.stop_daemon(config)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cotenant.agent.backends import FakeNode, ManualClock
-from cotenant.agent.backends.base import GpuInfo, GpuProcess
+from cotenant.agent.backends.base import GpuInfo, GpuProcess, daemon_sm_util
 from cotenant.agent.downtime import SHARE_CHANGE, START, DowntimeMeter
 from cotenant.agent.latency import INLINE
 from cotenant.agent.service import AgentService
@@ -69,7 +69,7 @@ def start_then_change_share(node: Node) -> None:
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[Node]:
     clock = ManualClock(1000.0)
-    fake = FakeNode.build("A100-40GB", 1, clock)
+    fake = FakeNode.build("A100-40GB", 1, clock, per_client_util=True)
     service = AgentService(fake, tmp_path, POLICY, clock=clock, executor=INLINE)
     try:
         yield Node(service, fake, clock)
@@ -239,7 +239,7 @@ def test_a_wall_clock_step_back_keeps_an_open_downtime_as_long() -> None:
 
 def test_a_hold_on_another_gpu_leaves_a_start_measured(tmp_path: Path) -> None:
     clock = ManualClock(1000.0)
-    fake = FakeNode.build("A100-40GB", 2, clock)
+    fake = FakeNode.build("A100-40GB", 2, clock, per_client_util=True)
     service = AgentService(fake, tmp_path, POLICY, clock=clock, executor=INLINE)
     node = Node(service, fake, clock)
     try:
@@ -251,3 +251,49 @@ def test_a_hold_on_another_gpu_leaves_a_start_measured(tmp_path: Path) -> None:
         assert node.measured() == ["start: 12.0 s"]
     finally:
         service.close()
+
+
+def test_an_mps_client_without_a_sample_is_as_busy_as_its_daemon_on_its_gpu() -> None:
+    server = GpuProcess(9, 66, 40.0, mps_server=True)
+    sampled = GpuProcess(1, 100, 7.0, mps_client=True)
+    unsampled = GpuProcess(2, 100, None, mps_client=True)
+    outsider = GpuProcess(3, 100, None)  # no MPS client: nothing to borrow
+    serverless = GpuInfo(1, "GPU-y", "A100-40GB", 40960, 100, 50.0, None, False,
+                         (GpuProcess(4, 100, None, mps_client=True),))
+    assert daemon_sm_util([gpu_with(server, sampled, unsampled, outsider), serverless]) == {
+        9: 40.0, 1: 7.0, 2: 40.0, 3: None, 4: None}
+
+
+@pytest.fixture
+def nvml_like(tmp_path: Path) -> Iterator[Node]:
+    """A node whose MPS clients' SM use is sampled on their server, as NVML does."""
+    clock = ManualClock(1000.0)
+    fake = FakeNode.build("A100-40GB", 1, clock)
+    service = AgentService(fake, tmp_path, POLICY, clock=clock, executor=INLINE)
+    try:
+        yield Node(service, fake, clock)
+    finally:
+        service.close()
+
+
+def test_under_mps_a_start_with_no_other_busy_client_ends_when_the_job_is_busy(
+    nvml_like: Node,
+) -> None:
+    nvml_like.service.submit(OFFLINE)
+    nvml_like.service.tick()
+    nvml_like.run(11)
+    assert nvml_like.measured() == []  # the daemon idle, the job warming up
+    nvml_like.run(1)
+    assert nvml_like.measured() == ["start: 12.0 s"]
+
+
+def test_under_mps_a_start_beside_a_busy_online_service_ends_when_the_job_is_listed(
+    nvml_like: Node,
+) -> None:
+    """The lower bound: the daemon is busy with the online service's work (30 %) before the
+    job has run a step, and the job is on NVML's list from its start."""
+    nvml_like.service.submit(ONLINE)
+    nvml_like.service.submit(OFFLINE)
+    nvml_like.service.tick()
+    nvml_like.run(1)
+    assert nvml_like.measured() == ["start: 0.0 s"]

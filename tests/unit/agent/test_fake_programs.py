@@ -15,7 +15,7 @@ from cotenant.perf import mps
 
 def test_an_online_program_is_busy_longer_on_the_sms_busy_clients_leave_it() -> None:
     clock = ManualClock(0.0)
-    node = FakeNode.build("A100-40GB", 1, clock)
+    node = FakeNode.build("A100-40GB", 1, clock, per_client_util=True)
     web = node.spawn(["fake-workload", "--util-pct", "20", "--model", "bert"], {}, 0)
     assert node.gpu(0).processes[0].sm_util_pct == 20.0  # alone: its load
     pipe = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/p", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "60"}

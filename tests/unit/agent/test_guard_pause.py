@@ -215,7 +215,7 @@ def test_a_clock_stepping_back_keeps_what_a_pause_had_left(tmp_path: Path) -> No
 
 def test_an_agent_that_stops_resumes_what_it_paused(tmp_path: Path) -> None:
     clock = ManualClock(1000.0)
-    fake = FakeNode.build("A100-40GB", 1, clock)
+    fake = FakeNode.build("A100-40GB", 1, clock, per_client_util=True)
     service = AgentService(fake, tmp_path, fixed(50), clock=clock, executor=INLINE)
     service.submit(OFFLINE)
     service.tick()
@@ -232,7 +232,7 @@ def test_an_interrupted_close_still_resumes_what_the_agent_paused(tmp_path: Path
     """A second Ctrl-C while ``close`` joins the watcher, and a store that cannot log the
     first resume: every paused client is resumed all the same, and the interrupt goes on."""
     clock = ManualClock(1000.0)
-    fake = FakeNode.build("A100-40GB", 2, clock)
+    fake = FakeNode.build("A100-40GB", 2, clock, per_client_util=True)
     service = AgentService(fake, tmp_path, fixed(50), clock=clock, executor=INLINE)
     service.submit(OFFLINE)
     service.submit({**OFFLINE, "name": "train-b", "gpu": 1})

@@ -252,7 +252,7 @@ def test_a_slow_histogram_pauses_the_offline_client_through_the_agent(
     SLO, and the guard pauses the offline client (no restart, its share unchanged)."""
     url, handler = metrics_page
     clock = ManualClock(1000.0)
-    node = FakeNode.build("A100-40GB", 1, clock)
+    node = FakeNode.build("A100-40GB", 1, clock, per_client_util=True)
     service = AgentService(node, tmp_path, fixed(50, scrape_s=5.0), clock=clock,
                            executor=INLINE)
     try:
@@ -360,7 +360,7 @@ def test_no_report_holding_requests_from_before_an_action_acts_again(
             self.waiting = []
 
     later = Later()
-    service = AgentService(FakeNode.build("A100-40GB", 1, clock), tmp_path,
+    service = AgentService(FakeNode.build("A100-40GB", 1, clock, per_client_util=True), tmp_path,
                            fixed(50, scrape_s=interval_s), clock=clock, executor=later,
                            fetch=lambda url, t: page({"resnet50": counts}))
     try:

@@ -7,10 +7,11 @@ import os
 import sys
 from pathlib import Path
 
+import pynvml
 import pytest
 
 from cotenant.agent.backends import FakeNode, ManualClock, procfs
-from cotenant.agent.backends.base import BackendFeature, DaemonConfig
+from cotenant.agent.backends.base import BackendFeature, DaemonConfig, daemon_sm_util
 from cotenant.agent.backends.mpsctl import MpsControl
 from cotenant.agent.backends.nvml import NvmlNode, map_nvml_error
 from cotenant.agent.mps import MpsManager
@@ -43,6 +44,34 @@ def test_each_process_gets_its_newest_sample(tmp_path: Path) -> None:
     gpu = StubGpu(pids=(7, 8), samples=[(7, 300, 90), (8, 100, 5), (7, 100, 10), (8, 200, 50)])
     nvml, _ = node(tmp_path, gpu)
     assert {p.pid: p.sm_util_pct for p in nvml.gpu(0).processes} == {7: 90.0, 8: 50.0}
+
+
+def test_mps_clients_and_their_server_are_marked(tmp_path: Path) -> None:
+    """As on an H200 (driver 580): an MPS client is listed with no sample of its own, and its
+    SM use is sampled on the server's pid, whose ``comm`` is the server's name cut to 15."""
+    proc = tmp_path / "proc"
+    for pid, comm in ((509, "nvidia-cuda-mps\n"), (470, "python3\n"), (471, "python3\n")):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "comm").write_text(comm)
+    gpu = StubGpu(pids=(509, 470, 471, 999), mps_clients=(471,),
+                  samples=[(470, 1, 55), (509, 1, 41)])
+    nvml = NvmlNode(tmp_path, nv=StubNvml([gpu]), proc=proc)
+    info = nvml.gpu(0)
+    assert {p.pid: (p.sm_util_pct, p.mps_client, p.mps_server) for p in info.processes} == {
+        509: (41.0, False, True), 470: (55.0, False, False), 471: (None, True, False),
+        999: (None, False, False)}  # 999: no comm to read, so not taken for a server
+    assert daemon_sm_util([info]) == {509: 41.0, 470: 55.0, 471: 41.0, 999: None}
+
+
+def test_a_driver_that_cannot_list_mps_clients_marks_none(tmp_path: Path) -> None:
+    nv = StubNvml([StubGpu(pids=(7,), mps_clients=(7,))])
+
+    def unsupported(handle: int) -> list[object]:
+        raise pynvml.NVMLError(NOT_SUPPORTED)
+
+    nv.nvmlDeviceGetMPSComputeRunningProcesses = unsupported  # type: ignore[method-assign]
+    nvml = NvmlNode(tmp_path, nv=nv, proc=tmp_path)
+    assert [p.mps_client for p in nvml.gpu(0).processes] == [False]
 
 
 def test_a_failed_xid_registration_is_redone_for_every_gpu(tmp_path: Path) -> None:

@@ -37,6 +37,12 @@ class GpuProcess:
     pid: int
     used_memory_mib: int
     sm_util_pct: float | None = None
+    """Its SM utilisation from NVML's per-process samples; None without one. NVML samples an
+    MPS client's SM use on its server's pid, not on the client's."""
+    mps_client: bool = False
+    """A client of an MPS daemon (``nvmlDeviceGetMPSComputeRunningProcesses``)."""
+    mps_server: bool = False
+    """An MPS server: its utilisation is its clients' on this GPU, together."""
 
 
 def workload_sm_util(pid: int, per_pid: Mapping[int, float | None],
@@ -63,6 +69,19 @@ class GpuInfo:
     sm_activity_pct: float | None
     mig_enabled: bool
     processes: tuple[GpuProcess, ...] = ()
+
+
+def daemon_sm_util(gpus: Sequence[GpuInfo]) -> dict[int, float | None]:
+    """Each listed process's SM utilisation as NVML samples it, where an MPS client without a
+    sample of its own gets its server's: all the daemon's clients on that GPU together, the
+    most NVML tells of one client (it samples their SM use on the server's pid)."""
+    util: dict[int, float | None] = {}
+    for info in gpus:
+        served = next((p.sm_util_pct for p in info.processes if p.mps_server), None)
+        for p in info.processes:
+            util[p.pid] = (served if p.mps_client and p.sm_util_pct is None
+                           else p.sm_util_pct)
+    return util
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,11 @@ backend Protocols and enforces what NVML, MIG and MPS would:
   later), and the server refuses new clients until all of them have exited. Killing the daemon
   ends all its clients. An online program (``--model``) is busy longer while other clients
   with a thread percentage run kernels: for their busy share of the time, its load over its
-  speed on the SMs the largest of them leaves it (``perf.mps.busy_beside``), as the
-  utilisation NVML would show.
+  speed on the SMs the largest of them leaves it (``perf.mps.busy_beside``). As NVML does
+  (seen on an H200, driver 580), the clients' SM use is sampled on the MPS server's pid (a
+  process listed once the daemon has a client, with all its clients' utilisation), not on
+  theirs; ``per_client_util=True`` samples each client on its own pid instead, a signal NVML
+  does not give, for tests of logic that would read one.
 * Faults can be injected: XID events, NVML query errors, daemon deaths.
 * Signals act as on Linux: SIGSTOP pauses a process (it keeps its memory, causes no
   utilisation, and its program's clock stands still), SIGCONT resumes it; a SIGTERM or
@@ -62,6 +65,8 @@ MSG_CUDA = "RuntimeError: CUDA error: an illegal memory access was encountered"
 MSG_MPS_FAULT = "RuntimeError: CUDA error: MPS client terminated by a fatal fault of another client"
 MSG_MPS_DOWN = "RuntimeError: CUDA error: MPS server is not ready (server terminated)"
 MSG_XID = "RuntimeError: CUDA error: unspecified launch failure"
+MPS_SERVER_MIB = 66
+"""The MPS server's own memory on a GPU with clients (an H200, driver 580, measured)."""
 MSG_NO_DEVICE = "RuntimeError: CUDA error: no CUDA-capable device is detected"
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGKILL, signal.SIGQUIT, signal.SIGHUP}
 
@@ -121,15 +126,22 @@ class _Gpu:
     uuids: dict[MigPlacement, str] = field(default_factory=dict)  # a new one per creation
     daemon: DaemonConfig | None = None
     mps_faulted: bool = False
+    server_pid: int | None = None
+    """The MPS server's pid, once a client has connected (NVML lists it with the GPU's
+    compute processes and samples the clients' SM use on it)."""
 
 
 class FakeNode:
     """One simulated node with GPUs from the catalog; see the module docstring for its rules."""
 
     def __init__(
-        self, models: Sequence[GpuModel], clock: Callable[[], float], mig: bool = False
+        self, models: Sequence[GpuModel], clock: Callable[[], float], mig: bool = False,
+        *, per_client_util: bool = False,
     ) -> None:
         self.clock = clock
+        self.per_client_util = per_client_util
+        """Sample each MPS client's SM use on its own pid, a signal NVML does not give (it
+        samples them on the MPS server's pid): for tests of logic that would use one."""
         self._gpus = [_Gpu(i, m, mig and m.supports_mig) for i, m in enumerate(models)]
         self._procs: dict[int, _Proc] = {}
         self._next_pid = 1000
@@ -141,15 +153,17 @@ class FakeNode:
     @classmethod
     def build(
         cls, model: str = "A100-40GB", count: int = 1, clock: Callable[[], float] | None = None,
-        *, mig: bool = False,
+        *, mig: bool = False, per_client_util: bool = False,
     ) -> FakeNode:
-        """``count`` GPUs of catalog ``model``; ``mig``: MIG mode on where the model has it."""
+        """``count`` GPUs of catalog ``model``; ``mig``: MIG mode on where the model has it;
+        ``per_client_util``: see the attribute."""
         if count < 1:
             raise InputError("fake node", f"GPU count {count} must be at least 1")
         gpu_model = CATALOG.get(model)
         if gpu_model.memory_mib is None:
             raise InputError("fake node", f"{gpu_model.name} has no known memory size")
-        return cls([gpu_model] * count, clock or ManualClock(), mig)
+        return cls([gpu_model] * count, clock or ManualClock(), mig,
+                   per_client_util=per_client_util)
 
     # --- fault injection ---------------------------------------------------------------------
 
@@ -173,6 +187,7 @@ class FakeNode:
         state = self._gpu(gpu)
         state.daemon = None
         state.mps_faulted = False
+        state.server_pid = None
         for proc in self._alive(gpu):
             if proc.mps_client:
                 self._exit(proc, now, 1, MSG_MPS_DOWN)
@@ -300,6 +315,9 @@ class FakeNode:
                     f"GPU {gpu}: MPS server refuses new clients until its faulted clients exit"
                 )
             limit = state.daemon.default_mem_limit_mib
+            if state.server_pid is None:  # the control daemon starts a server for the first
+                self._next_pid += 1
+                state.server_pid = self._next_pid
             if "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT" in env:
                 limit = parse_mem_limit(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"])
         self._next_pid += 1
@@ -430,6 +448,14 @@ class FakeNode:
                                                       overlap)
         util = min(100.0, sum(busy.values()))
         assert state.model.memory_mib is not None
+        on_server = not self.per_client_util
+        listed = [GpuProcess(p.pid, p.alloc_mib,
+                             None if p.mps_client and on_server else busy[p.pid],
+                             mps_client=p.mps_client) for p in procs]
+        if on_server and state.server_pid is not None and any(p.mps_client for p in procs):
+            served = min(100.0, sum(busy[p.pid] for p in procs if p.mps_client))
+            listed.insert(0, GpuProcess(state.server_pid, MPS_SERVER_MIB, served,
+                                        mps_server=True))
         return GpuInfo(
             index=state.index,
             uuid=f"GPU-fake-{state.index:04d}",
@@ -439,7 +465,7 @@ class FakeNode:
             utilisation_pct=None if state.mig_enabled else util,  # as NVML in MIG mode
             sm_activity_pct=util,
             mig_enabled=state.mig_enabled,
-            processes=tuple(GpuProcess(p.pid, p.alloc_mib, busy[p.pid]) for p in procs),
+            processes=tuple(listed),
         )
 
     @staticmethod

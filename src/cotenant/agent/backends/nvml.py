@@ -10,7 +10,10 @@ from GPM (``NVML_GPM_METRIC_SM_UTIL``, Hopper and newer) over the window between
 inventory calls at least :data:`GPM_MIN_WINDOW_S` apart (a shorter call repeats the last
 value); where GPM is unsupported it is ``None``. GPU utilisation is ``None`` where NVML does
 not report it: on a GPU in MIG mode ``nvmlDeviceGetUtilizationRates`` is not supported.
-Per-process SM utilisation is the newest of NVML's buffered samples for each process.
+Per-process SM utilisation is the newest of NVML's buffered samples for each process. NVML
+samples an MPS client's SM use on its server's pid: each process is marked as an MPS client
+(``nvmlDeviceGetMPSComputeRunningProcesses``) or server (its ``/proc/<pid>/comm``,
+``nvidia-cuda-mps-server`` cut to 15 characters) so a reader can tell.
 
 A workload on a whole GPU is placed by index (with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so
 CUDA's index is NVML's); one on a MIG instance by the MIG device's UUID (``mig_devices``).
@@ -57,9 +60,12 @@ GPM_MIN_WINDOW_S = 1.0
 
 class NvmlNode:
     """This host's GPUs through NVML; MPS and processes through the local tools. ``nv`` is
-    the ``pynvml`` module (tests pass a stand-in with its names)."""
+    the ``pynvml`` module (tests pass a stand-in with its names), ``proc`` where the
+    processes' ``comm`` files are read."""
 
-    def __init__(self, state_dir: Path, cgroup_root: Path | None = None, nv: Any = None) -> None:
+    def __init__(self, state_dir: Path, cgroup_root: Path | None = None, nv: Any = None,
+                 proc: Path = Path("/proc")) -> None:
+        self._proc = proc
         self._lib = NvmlLib(load_pynvml() if nv is None else nv)
         self._nv = self._lib.nv
         self._call = self._lib.call
@@ -117,6 +123,7 @@ class NvmlNode:
         with self._call("nvmlDeviceGetComputeRunningProcesses"):
             procs = nv.nvmlDeviceGetComputeRunningProcesses(handle)
         per_pid = self._proc_util(handle)
+        clients = self._mps_clients(handle)
         return GpuInfo(
             index=index,
             uuid=str(uuid),
@@ -128,7 +135,8 @@ class NvmlNode:
             mig_enabled=self._mig_mode(handle),
             processes=tuple(
                 GpuProcess(int(p.pid), int(p.usedGpuMemory or 0) // MIB,
-                           per_pid.get(int(p.pid)))
+                           per_pid.get(int(p.pid)), mps_client=int(p.pid) in clients,
+                           mps_server=_is_mps_server(int(p.pid), self._proc))
                 for p in procs
             ),
         )
@@ -149,6 +157,13 @@ class NvmlNode:
                 return None
             raise map_nvml_error(int(exc.value), "nvmlDeviceGetUtilizationRates",
                                  str(exc)) from exc
+
+    def _mps_clients(self, handle: Any) -> set[int]:
+        """The pids of the GPU's MPS clients (none where NVML cannot list them)."""
+        try:
+            return {int(p.pid) for p in self._nv.nvmlDeviceGetMPSComputeRunningProcesses(handle)}
+        except self._nv.NVMLError:
+            return set()
 
     def _proc_util(self, handle: Any) -> dict[int, float]:
         """Each process's SM utilisation from the newest of NVML's buffered samples."""
@@ -288,3 +303,14 @@ class NvmlNode:
     def launched(self) -> list[Launched]:
         return self._procs.launched()
 
+
+MPS_SERVER_COMM = "nvidia-cuda-mps"
+"""``nvidia-cuda-mps-server``'s name in ``/proc/<pid>/comm`` (the kernel keeps 15 characters)."""
+
+
+def _is_mps_server(pid: int, proc: Path) -> bool:
+    """Whether ``pid`` is an MPS server (False where its ``comm`` cannot be read)."""
+    try:
+        return (proc / str(pid) / "comm").read_text().strip() == MPS_SERVER_COMM
+    except OSError:
+        return False
