@@ -221,8 +221,10 @@ def test_an_mps_clients_fault_reaches_its_daemons_other_clients(node: Node) -> N
         env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(log)}
         online = node.backend.spawn(node.argv(["fake-workload"], LOOP_PY), env, 0)
         outsider = node.backend.spawn(node.argv(["fake-workload"], LOOP_PY), {}, 0)
-        bad = node.backend.spawn(node.argv(["fake-workload", "--crash-at-s", "2"], CRASH_PY),
-                                 env, 0)
+        crash = node.tmp / "crash.py"  # triton reads a kernel's source from its file
+        crash.write_text(CRASH_PY)
+        bad = node.backend.spawn(["fake-workload", "--crash-at-s", "2"] if node.fake
+                                 else [sys.executable, str(crash)], env, 0)
         assert node.until(lambda: node.backend.poll(bad).state is ProcState.EXITED, 120)
         assert node.backend.poll(bad).returncode != 0
         if not node.fake:  # of the GPU fault, not of something else (its output says)
