@@ -214,7 +214,7 @@ def test_the_exact_solve_starts_with_the_childrens_time_less_the_solver_margin(
 
     monkeypatch.setattr(milp, "PendingMilp", record)
     problem = only_4g(300.0)
-    assert start_exact(problem, still(2.0), 9, nice=19) == "started"  # type: ignore[comparison-overlap]
+    assert start_exact(problem, still(2.0), 9, nice=19) == "started"  # type: ignore
     start_exact(problem, still(2.0))
     # 2 s less the children's keep (0.1 s and 20 us) less HiGHS's margin (0.03 s and 20 us)
     left = 2.0 - 0.1 - 2e-5 - 0.03 - 2e-5
