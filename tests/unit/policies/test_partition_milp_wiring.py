@@ -31,14 +31,18 @@ from tests.unit.policies.a100 import GEOMETRY, PROFILES, only_4g, still
 QUIET = {"mip_heuristic_effort": 0.0}
 
 
-def uniform(n: int, rate: float = 1.0, demand: float = 1.0) -> PartitionProblem:
-    """n services each served by every profile at ``rate``: 5 n (service, profile) pairs."""
-    return PartitionProblem(GEOMETRY, tuple(f"s{i}" for i in range(n)), np.full(n, demand),
-                            PROFILES, np.full((n, len(PROFILES)), rate))
+def uniform(n: int, served: int = len(PROFILES), idle: int = 0) -> PartitionProblem:
+    """n services at rates and demands of exactly 1, each served by the first ``served``
+    profiles, the first ``idle`` without demand."""
+    rate = np.zeros((n, len(PROFILES)))
+    rate[:, :served] = 1.0
+    demand = np.ones(n)
+    demand[:idle] = 0.0
+    return PartitionProblem(GEOMETRY, tuple(f"s{i}" for i in range(n)), demand, PROFILES, rate)
 
 
 def test_heuristics_go_quiet_above_2000_pairs_per_second_of_at_least_one() -> None:
-    crowded = uniform(401)  # 2,005 pairs, at rates and demands of exactly 1
+    crowded = uniform(401)  # 2,005 pairs
     assert _options(crowded, 1.0) == QUIET
     assert _options(crowded, 0.5) == QUIET  # under a second counts as one
     assert _options(crowded, 2.0) == {}  # 4,000 allowed in two seconds
@@ -46,12 +50,8 @@ def test_heuristics_go_quiet_above_2000_pairs_per_second_of_at_least_one() -> No
 
 
 def test_only_served_pairs_of_services_with_demand_are_counted() -> None:
-    no_7g = uniform(500)
-    no_7g.rate[:, 4] = 0.0  # 2,000 pairs: 500 services x 4 profiles
-    assert _options(no_7g, 1.0) == {}
-    idle = uniform(500)
-    idle.demand[:100] = 0.0  # 400 services with demand x 5 profiles
-    assert _options(idle, 1.0) == {}
+    assert _options(uniform(500, served=4), 1.0) == {}  # 2,000 pairs: 500 x 4 profiles
+    assert _options(uniform(500, idle=100), 1.0) == {}  # 2,000: 400 with demand x 5
 
 
 def test_a_node_limit_is_passed_on_as_an_int() -> None:
