@@ -101,20 +101,23 @@ def test_crossover_keeps_each_parents_gpu_with_probability_one_half() -> None:
 
 class Operators:
     """Stand-ins for the genetic operators that record their calls and draw nothing, so the
-    generation loop's own draws can be replayed: mutation returns its plan, crossover the
-    next scripted child or else a plan worse than any other."""
+    generation loop's own draws can be replayed: mutation returns its plan (or, ``worse``, a
+    plan worse than any other), crossover the next scripted child or else a plan worse than
+    any other."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, children: list[list[Config]]) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, children: list[list[Config]],
+                 worse: bool = False) -> None:
         self.mutated: list[list[Config]] = []
         self.crossed: list[tuple[list[Config], list[Config]]] = []
         self.children = children
+        self.worse = worse
         monkeypatch.setattr(genetic, "prune", lambda t, plan, rng: plan)
         monkeypatch.setattr(genetic, "_mutate", self.mutate)
         monkeypatch.setattr(genetic, "_cross", self.cross)
 
     def mutate(self, t: Tables, plan: list[Config], rng: np.random.Generator) -> list[Config]:
         self.mutated.append(plan)
-        return plan
+        return [(0, IDLE)] * (10 + len(self.mutated)) if self.worse else plan
 
     def cross(self, t: Tables, a: list[Config], b: list[Config],
               rng: np.random.Generator) -> list[Config]:
@@ -159,8 +162,7 @@ def test_a_generation_keeps_two_elites_and_picks_parents_by_tournaments_of_two(
 
 
 def test_the_first_fittest_is_the_fittest_seed(monkeypatch: pytest.MonkeyPatch) -> None:
-    Operators(monkeypatch, [])
-    monkeypatch.setattr(genetic, "_mutate", lambda t, plan, rng: [(0, IDLE)] * 10)
+    Operators(monkeypatch, [], worse=True)
     assert evolve(np.random.default_rng(0), 0, 4, 0, 10) == [GREEDY]
 
 
@@ -171,8 +173,8 @@ def test_the_loop_stops_after_stall_generations_without_improvement(
     assert evolve(np.random.default_rng(0), 0, 4, 10, 3) == [GREEDY] * 4
     Operators(monkeypatch, [])
     assert len(evolve(np.random.default_rng(0), 0, 4, 2, 3)) == 3  # or after `generations`
-    # counted from the fittest seed, not from the second
-    Operators(monkeypatch, [])
+    # counted from the fittest seed (here the given plan), not from the second
+    Operators(monkeypatch, [], worse=True)
     assert evolve(np.random.default_rng(0), 0, 4, 10, 3, BETTER) == [BETTER] * 4
     # an improvement in generation 2 restarts the count: two more generations, then stop
     worse = [(0, IDLE)] * 60
