@@ -47,7 +47,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from cotenant.agent.backends.base import GpuInfo, daemon_sm_util, workload_sm_util
+from cotenant.agent.backends.base import DaemonSample, GpuInfo, daemon_samples, workload_sm_util
 from cotenant.errors import InputError, check_seconds
 
 START = "start"
@@ -75,6 +75,13 @@ class Downtime:
     kind: str
     seconds: float
     at: float
+    lower_bound: bool = False
+    """Read on an MPS daemon that other clients share: the job may not have run a step yet."""
+
+    def describe(self) -> str:
+        """The ``up again`` event's detail."""
+        bound = " (a lower bound: read on an MPS daemon shared with other clients)"
+        return f"{self.kind}: {self.seconds:.1f} s{bound if self.lower_bound else ''}"
 
 
 class DowntimeMeter:
@@ -90,6 +97,8 @@ class DowntimeMeter:
         self._unknown: set[str] = set()
         """Workloads down for a reason this meter did not see (before an agent restart)."""
         self._done: dict[str, deque[float]] = {kind: deque(maxlen=KEEP) for kind in KINDS}
+        self._bounds: dict[str, deque[float]] = {kind: deque(maxlen=KEEP) for kind in KINDS}
+        """The lower bounds (:attr:`Downtime.lower_bound`), apart from the measurements."""
 
     def stopped_for_share(self, name: str, now: float) -> None:
         """The agent sent ``name`` SIGTERM to restart it with a new share."""
@@ -134,15 +143,16 @@ class DowntimeMeter:
         for name in set(paused) | (set(self._open) - set(live)):
             self.forget(name)
         self._unknown &= set(live)
-        util = daemon_sm_util(gpus)
+        util = {p.pid: p.sm_util_pct for g in gpus for p in g.processes}
+        daemons = daemon_samples(gpus)
         done: list[Downtime] = []
         gave_up: list[str] = []
         for name, state in list(self._open.items()):
-            busy = self._busy(state.pid, util, members)
+            busy, shared = self._busy(state.pid, util, daemons, members)
             if busy is not None and busy >= self.busy_pct:
                 seconds = max(0.0, now - state.begin)
-                done.append(Downtime(name, state.kind, seconds, now))
-                self._done[state.kind].append(seconds)
+                done.append(Downtime(name, state.kind, seconds, now, lower_bound=shared))
+                (self._bounds if shared else self._done)[state.kind].append(seconds)
                 del self._open[name]
             elif now - state.begin > self.timeout_s:
                 gave_up.append(name)
@@ -150,21 +160,31 @@ class DowntimeMeter:
         return done, gave_up
 
     def _busy(self, pid: int | None, util: dict[int, float | None],
-              members: Callable[[int], list[int]] | None) -> float | None:
-        """The SM utilisation of the job's processes; the leader's alone while it is busy
-        itself, or where no ``members`` is given (so its workers are looked for only then)."""
+              daemons: dict[int, DaemonSample],
+              members: Callable[[int], list[int]] | None) -> tuple[float | None, bool]:
+        """The SM utilisation of the job's processes (the leader's alone while it is busy
+        itself, or where no ``members`` is given, so its workers are looked for only then);
+        else, for MPS clients NVML samples on their server, the daemon's, once for the job,
+        and whether other clients share that daemon."""
         if pid is None:
-            return None
+            return None, False
         own = util.get(pid)
-        if members is None or (own is not None and own >= self.busy_pct):
-            return own
-        return workload_sm_util(pid, util, members)
+        if own is not None and (members is None or own >= self.busy_pct):
+            return own, False
+        group = [pid] if members is None else members(pid)
+        sampled = workload_sm_util(pid, util, lambda _: group)
+        if sampled is not None:
+            return sampled, False
+        found = [daemons[m] for m in group if m in daemons]
+        if not found:
+            return None, False
+        return found[0].sm_util_pct, not found[0].clients <= set(group)
 
-    def summary(self) -> dict[str, dict[str, float | int | str]]:
+    def summary(self, lower_bounds: bool = False) -> dict[str, dict[str, float | int | str]]:
         """Per kind with measurements: count, median, 90th percentile and max (seconds), and
-        the simulator option the median is for."""
+        the simulator option the median is for; of the lower bounds where ``lower_bounds``."""
         out: dict[str, dict[str, float | int | str]] = {}
-        for kind, values in self._done.items():
+        for kind, values in (self._bounds if lower_bounds else self._done).items():
             if not values:
                 continue
             ordered = sorted(values)

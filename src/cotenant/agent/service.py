@@ -192,8 +192,9 @@ class AgentService:
         done, gave_up = meter.observe(gpus, live, self.supervisor.paused(), now,
                                       self.backend.members)
         for d in done:
-            self.store.event(now, d.workload, "up again", detail=f"{d.kind}: {d.seconds:.1f} s")
-            self.metrics.downtime.labels(d.kind).observe(d.seconds)
+            self.store.event(now, d.workload, "up again", detail=d.describe())
+            self.metrics.downtime.labels(d.kind, "lower" if d.lower_bound else "exact").observe(
+                d.seconds)
         for name in gave_up:
             self.store.event(now, name, "downtime unmeasured",
                              detail=f"no SM utilisation >= {meter.busy_pct:g}% of its own "
@@ -209,8 +210,9 @@ class AgentService:
             return self._downtime_dict()
 
     def _downtime_dict(self) -> dict[str, Any]:
-        return {"busy_pct": self.supervisor.downtime.busy_pct,
-                "kinds": self.supervisor.downtime.summary()}
+        meter = self.supervisor.downtime
+        return {"busy_pct": meter.busy_pct, "kinds": meter.summary(),
+                "lower_bounds": meter.summary(lower_bounds=True)}
 
     def submit(self, data: object) -> dict[str, Any]:
         spec = WorkloadSpec.from_dict(data)

@@ -347,14 +347,17 @@ def status(
         workload_rows, console.width, title="Workloads",
         left=("name", "role", "status", "last exit"),
     ))
-    kinds = downtime["kinds"]
-    if kinds:
+    for key, title in (("kinds", "Offline downtime (until >= {:g}% SM of its own)"),
+                       ("lower_bounds", "Offline downtime, lower bounds (until its MPS daemon, "
+                        "shared with other clients, was >= {:g}% SM)")):
+        kinds = downtime.get(key) or {}
+        if not kinds:
+            continue
         rows = [[kind, str(k["count"]), f"{k['median_s']:.1f}", f"{k['p90_s']:.1f}",
                  f"{k['max_s']:.1f}", str(k["simulator_option"])] for kind, k in kinds.items()]
         console.print(*fitted_tables(
             ["offline down per", "count", "median s", "p90 s", "max s", "simulator option"],
-            rows, console.width,
-            title=f"Offline downtime (until >= {downtime['busy_pct']:g}% SM of its own)",
+            rows, console.width, title=title.format(downtime["busy_pct"]),
             left=("offline down per", "simulator option"),
         ))
 

@@ -16,6 +16,7 @@ import pytest
 from cotenant.agent import supervisor
 from cotenant.agent.api import AgentServer
 from cotenant.agent.backends import FakeNode, ManualClock
+from cotenant.agent.backends.fake import MPS_SERVER_MIB
 from cotenant.agent.metrics import CONTENT_TYPE
 from cotenant.agent.service import AgentService
 from cotenant.errors import InputError
@@ -110,7 +111,8 @@ def test_metrics(client: Client) -> None:
     assert 'cotenant_workload_up{role="online",workload="web"} 1.0' in text
     assert 'cotenant_gpu_online_sm_share_percent{gpu="0"} 70.0' in text
     assert 'cotenant_workload_sm_share_percent{workload="train"} 30.0' in text
-    assert 'cotenant_gpu_memory_used_mib{gpu="0"} 12000.0' in text
+    # the two clients' 12000 MiB and their MPS server's
+    assert f'cotenant_gpu_memory_used_mib{{gpu="0"}} {12000.0 + MPS_SERVER_MIB}' in text
     assert "cotenant_workload_restarts" in text
 
 
@@ -373,7 +375,7 @@ def test_routes_answer_with_their_own_figures(client: Client) -> None:
     code, body = client.call("GET", "/v1/downtime")
     assert code == 200
     assert json.loads(body) == client.service.downtime()
-    assert set(json.loads(body)) == {"busy_pct", "kinds"}
+    assert set(json.loads(body)) == {"busy_pct", "kinds", "lower_bounds"}
     code, body = client.call("DELETE", "/v1/workloads/train")
     assert code == 200
     assert json.loads(body)["name"] == "train"

@@ -103,6 +103,14 @@ class Node:
             self.wait(0.5)
         return done()
 
+    def kill_all(self) -> None:
+        """SIGKILL every process started here and wait until each has exited (reaped)."""
+        pids = self.backend.pids()
+        for pid in pids:
+            self.backend.send_signal(pid, 9)
+        assert self.until(lambda: all(self.backend.poll(pid).state is not ProcState.RUNNING
+                                      for pid in pids), 30)
+
     def argv(self, fake: list[str], real: str, *args: str) -> list[str]:
         return fake if self.fake else [sys.executable, "-c", real, *args]
 
@@ -118,9 +126,9 @@ def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
     else:
         backend = open_backend("fake", gpus="A100-40GB:1", state_dir=tmp_path,
                                clock=ManualClock(1000.0), fake_mig=True)
-    yield Node(backend, tmp_path)
-    for pid in backend.pids():
-        backend.send_signal(pid, 9)
+    node = Node(backend, tmp_path)
+    yield node
+    node.kill_all()
 
 
 def mig_geometry(node: Node) -> MigGeometry:
@@ -143,9 +151,7 @@ def by_slices(geometry: MigGeometry, slices: int) -> MigProfile:
 def clean_mig(node: Node) -> Iterator[MigGeometry]:
     geometry = mig_geometry(node)
     yield geometry
-    for pid in node.backend.pids():
-        node.backend.send_signal(pid, 9)
-    node.until(lambda: not node.backend.pids(), 30)
+    node.kill_all()
     for placement in node.backend.mig_layout(0).placements:
         node.backend.destroy_instance(0, placement)
 
@@ -240,8 +246,7 @@ def test_an_mps_clients_fault_reaches_its_daemons_other_clients(node: Node) -> N
         node.wait(1.0)
         assert node.backend.poll(accepted).state is ProcState.RUNNING
     finally:
-        for pid in node.backend.pids():
-            node.backend.send_signal(pid, 9)
+        node.kill_all()
         node.backend.stop_daemon(config)
 
 
@@ -280,7 +285,5 @@ def test_an_mps_clients_sm_use_is_sampled_on_its_server(node: Node) -> None:
         assert all(p.mps_client and not p.mps_server and p.sm_util_pct is None for p in mine)
         assert [p.pid for p in info.processes if p.mps_server and p.pid in members] == []
     finally:
-        for pid in node.backend.pids():
-            node.backend.send_signal(pid, 9)
-        node.until(lambda: not node.backend.pids(), 30)
+        node.kill_all()
         node.backend.stop_daemon(config)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from cotenant.agent.backends import FakeNode, ManualClock
-from cotenant.agent.backends.base import GpuInfo, GpuProcess, daemon_sm_util
-from cotenant.agent.downtime import SHARE_CHANGE, START, DowntimeMeter
+from cotenant.agent.backends.base import DaemonSample, GpuInfo, GpuProcess, daemon_samples
+from cotenant.agent.downtime import SHARE_CHANGE, START, Downtime, DowntimeMeter
 from cotenant.agent.latency import INLINE
 from cotenant.agent.service import AgentService
 from cotenant.errors import InputError
@@ -110,9 +110,10 @@ def test_a_share_change_is_down_from_the_sigterm_to_the_successor_busy(node: Nod
     assert kinds[SHARE_CHANGE]["median_s"] == 17.0
     assert kinds[SHARE_CHANGE]["simulator_option"] == "world.shareChangeS"
     text = node.service.metrics_text().decode()
-    assert 'cotenant_offline_downtime_seconds_bucket{kind="share change",le="20.0"} 1.0' in text
-    assert 'cotenant_offline_downtime_seconds_bucket{kind="share change",le="15.0"} 0.0' in text
-    assert 'cotenant_offline_downtime_seconds_count{kind="start"} 1.0' in text
+    change = 'cotenant_offline_downtime_seconds_bucket{bound="exact",kind="share change",'
+    assert change + 'le="20.0"} 1.0' in text
+    assert change + 'le="15.0"} 0.0' in text
+    assert 'cotenant_offline_downtime_seconds_count{bound="exact",kind="start"} 1.0' in text
 
 
 def test_a_crash_while_warming_up_is_no_share_change_measurement(node: Node) -> None:
@@ -253,15 +254,45 @@ def test_a_hold_on_another_gpu_leaves_a_start_measured(tmp_path: Path) -> None:
         service.close()
 
 
-def test_an_mps_client_without_a_sample_is_as_busy_as_its_daemon_on_its_gpu() -> None:
+def test_an_mps_client_without_a_sample_of_its_own_gets_its_daemons() -> None:
     server = GpuProcess(9, 66, 40.0, mps_server=True)
     sampled = GpuProcess(1, 100, 7.0, mps_client=True)
     unsampled = GpuProcess(2, 100, None, mps_client=True)
     outsider = GpuProcess(3, 100, None)  # no MPS client: nothing to borrow
     serverless = GpuInfo(1, "GPU-y", "A100-40GB", 40960, 100, 50.0, None, False,
                          (GpuProcess(4, 100, None, mps_client=True),))
-    assert daemon_sm_util([gpu_with(server, sampled, unsampled, outsider), serverless]) == {
-        9: 40.0, 1: 7.0, 2: 40.0, 3: None, 4: None}
+    assert daemon_samples([gpu_with(server, sampled, unsampled, outsider), serverless]) == {
+        2: DaemonSample(40.0, frozenset({1, 2}))}
+
+
+def daemon_gpu(served: float, *clients: int) -> GpuInfo:
+    """GPU 0 with an MPS server at ``served`` % and ``clients`` without samples."""
+    return gpu_with(GpuProcess(9, 66, served, mps_server=True),
+                    *(GpuProcess(pid, 100, None, mps_client=True) for pid in clients))
+
+
+def test_a_jobs_daemon_sample_counts_once_and_is_a_lower_bound_beside_other_clients() -> None:
+    """A job of three MPS clients (10-12) beside an online client (20), the daemon at 4 %:
+    4 %, not three times 4 %, so the job is not yet busy; at 40 % it is, as a lower bound."""
+    meter = DowntimeMeter()
+    meter.started("train", 10, 0.0)
+    group = {10: [10, 11, 12]}.__getitem__
+    assert meter.observe([daemon_gpu(4.0, 10, 11, 12, 20)], {"train"}, [], 5.0, group) == (
+        [], [])
+    done, _ = meter.observe([daemon_gpu(40.0, 10, 11, 12, 20)], {"train"}, [], 7.0, group)
+    assert done == [Downtime("train", START, 7.0, 7.0, lower_bound=True)]
+    assert meter.summary() == {}
+    assert meter.summary(lower_bounds=True)[START]["median_s"] == 7.0
+
+
+def test_a_job_alone_on_its_daemon_is_measured_on_the_daemons_sample() -> None:
+    meter = DowntimeMeter()
+    meter.started("train", 10, 0.0)
+    done, _ = meter.observe([daemon_gpu(40.0, 10, 11)], {"train"}, [], 3.0,
+                            {10: [10, 11]}.__getitem__)
+    assert done == [Downtime("train", START, 3.0, 3.0, lower_bound=False)]
+    assert meter.summary()[START]["count"] == 1
+    assert meter.summary(lower_bounds=True) == {}
 
 
 @pytest.fixture
@@ -296,4 +327,7 @@ def test_under_mps_a_start_beside_a_busy_online_service_ends_when_the_job_is_lis
     nvml_like.service.submit(OFFLINE)
     nvml_like.service.tick()
     nvml_like.run(1)
-    assert nvml_like.measured() == ["start: 0.0 s"]
+    assert nvml_like.measured() == [
+        "start: 0.0 s (a lower bound: read on an MPS daemon shared with other clients)"]
+    assert nvml_like.service.downtime()["kinds"] == {}
+    assert nvml_like.service.downtime()["lower_bounds"][START]["count"] == 1

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cotenant.agent.backends import open_backend, procfs
-from cotenant.agent.backends.fake import ManualClock
+from cotenant.agent.backends.fake import MPS_SERVER_MIB, ManualClock
 from cotenant.agent.backends.laptop import LaptopNode
 from cotenant.agent.service import AgentService
 
@@ -113,7 +113,8 @@ def test_simulated_programs_stay_available_by_name(laptop: Laptop) -> None:
                            "argv": ["fake-workload", "--mem-mib", "2000"]})
     laptop.tick()
     assert laptop.record("sim")["status"] == "running"
-    assert laptop.node.gpu(0).memory_used_mib == 2000  # on the fake GPU, no process here
+    # on the fake GPU (with its MPS server's), no process here
+    assert laptop.node.gpu(0).memory_used_mib == 2000 + MPS_SERVER_MIB
 
 
 def test_a_job_that_exits_0_while_no_agent_runs_is_completed_not_rerun(

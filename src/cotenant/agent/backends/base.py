@@ -71,17 +71,29 @@ class GpuInfo:
     processes: tuple[GpuProcess, ...] = ()
 
 
-def daemon_sm_util(gpus: Sequence[GpuInfo]) -> dict[int, float | None]:
-    """Each listed process's SM utilisation as NVML samples it, where an MPS client without a
-    sample of its own gets its server's: all the daemon's clients on that GPU together, the
-    most NVML tells of one client (it samples their SM use on the server's pid)."""
-    util: dict[int, float | None] = {}
+@dataclass(frozen=True)
+class DaemonSample:
+    """What NVML tells of an MPS client without a sample of its own: its daemon's."""
+
+    sm_util_pct: float
+    """The MPS server's SM utilisation: all its clients on the GPU together."""
+    clients: frozenset[int]
+    """The pids of every MPS client NVML lists on that GPU."""
+
+
+def daemon_samples(gpus: Sequence[GpuInfo]) -> dict[int, DaemonSample]:
+    """Per MPS client without a sample of its own, on a GPU whose MPS server has one, that
+    server's sample (NVML samples MPS clients' SM use on the server's pid)."""
+    out: dict[int, DaemonSample] = {}
     for info in gpus:
-        served = next((p.sm_util_pct for p in info.processes if p.mps_server), None)
-        for p in info.processes:
-            util[p.pid] = (served if p.mps_client and p.sm_util_pct is None
-                           else p.sm_util_pct)
-    return util
+        served = next((p.sm_util_pct for p in info.processes
+                       if p.mps_server and p.sm_util_pct is not None), None)
+        if served is None:
+            continue
+        sample = DaemonSample(served, frozenset(p.pid for p in info.processes if p.mps_client))
+        out.update((p.pid, sample) for p in info.processes
+                   if p.mps_client and p.sm_util_pct is None)
+    return out
 
 
 @dataclass(frozen=True)

@@ -461,7 +461,7 @@ class FakeNode:
             uuid=f"GPU-fake-{state.index:04d}",
             model=state.model.name,
             memory_total_mib=state.model.memory_mib,
-            memory_used_mib=sum(p.alloc_mib for p in procs),
+            memory_used_mib=sum(p.used_memory_mib for p in listed),
             utilisation_pct=None if state.mig_enabled else util,  # as NVML in MIG mode
             sm_activity_pct=util,
             mig_enabled=state.mig_enabled,
