@@ -21,9 +21,10 @@ or above ``busy_pct`` (10% by default: a training step, not a context or a data 
 NVML samples an MPS client's SM use on the MPS server's pid, not on the client's (seen on an
 H200, driver 580), so a client without a sample of its own is as busy as its daemon
 (:func:`~cotenant.agent.backends.base.daemon_sm_util`: all its clients on the GPU together)
-once NVML lists it, that is once its CUDA context is up. Beside an online client busy at or
-above ``busy_pct`` a measurement under MPS therefore ends when the job's context is up, before
-its first step: a lower bound of the downtime.
+once NVML lists it, that is once its CUDA context is up, the daemon's sample counted once
+for the job. Where the job is the daemon's only client that is the job's own; where other
+clients share the daemon (the online service) the measurement can end when the job's context
+is up, before its first step: a lower bound (:attr:`Downtime.lower_bound`), kept apart.
 
 Each sample is the cost of one change, as the simulator charges it: a second share change
 before the job is busy again starts the measurement afresh from its own SIGTERM (the first
@@ -34,8 +35,8 @@ for ``timeout_s`` (a backend without per-process samples: logged each time). An 
 restart loses the open ones, and the next start of a job that was down then is not measured
 (its cause is unknown); a wall clock stepping back shifts them with it.
 
-The medians are what a co-location scenario's ``world.offlineStartS`` / ``shareChangeS``
-should be given; ``cotenant agent status`` prints them and Prometheus gets
+The medians of the exact measurements are what a co-location scenario's
+``world.offlineStartS`` / ``shareChangeS`` should be given; ``cotenant agent status`` prints them and Prometheus gets
 ``cotenant_offline_downtime_seconds``. Measurements live in memory (and
 as ``up again`` events in the state file); precision is the agent's tick (1 s by default).
 """

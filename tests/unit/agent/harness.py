@@ -105,9 +105,11 @@ def make_supervisor(node: FakeNode, store: StateStore, state_dir: Path) -> Super
                       monotonic=monotonic_of(node.clock))
 
 
-def make_agent(tmp_path: Path, gpus: int = 2) -> Agent:
+def make_agent(tmp_path: Path, gpus: int = 2, per_client_util: bool = True) -> Agent:
+    """An agent on a fake node that samples each MPS client's SM use on its own pid (the
+    logic under test reads it), unless ``per_client_util`` is False: then as NVML does."""
     clock = WallClock(1000.0)
-    node = FakeNode.build("A100-40GB", gpus, clock, per_client_util=True)
+    node = FakeNode.build("A100-40GB", gpus, clock, per_client_util=per_client_util)
     db = tmp_path / "agent.db"
     store = StateStore(db, monotonic=clock.monotonic)  # storage retries on the test's clock too
     return Agent(node, clock, store, make_supervisor(node, store, tmp_path), db)
@@ -130,8 +132,9 @@ class Node:
     as the service ticks them; the workloads ``submit`` ted and started."""
 
     def __init__(self, tmp_path: Path, policy: ColocationPolicy,
-                 *submit: dict[str, object], gpus: int = 2) -> None:
-        self.agent = make_agent(tmp_path, gpus)
+                 *submit: dict[str, object], gpus: int = 2,
+                 per_client_util: bool = True) -> None:
+        self.agent = make_agent(tmp_path, gpus, per_client_util)
         self.policy = policy
         self.observer = NodeObserver(self.agent.sup, self.agent.node, policy, interference())
         self.ctl = ColocationController(policy, self.observer, Enforcer(self.agent.sup))

@@ -14,6 +14,7 @@ from cotenant.agent.state import Status
 from cotenant.perf import mps
 from cotenant.perf.interference import interference
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy, DynamicShare, Mechanism, Why
+from cotenant.policies.colocation.contract import MAX_SHARE_PCT
 
 from .harness import OFFLINE, WEB, Node, make_agent
 
@@ -123,6 +124,23 @@ def test_a_steady_load_under_a_busy_co_runner_keeps_a_steady_share(tmp_path: Pat
     node.run(600.0)
     assert node.share() == needed(0.07, 60.0)
     assert node.share_changes() <= 2  # to the need and, once watched a window, no more
+
+
+def test_under_nvmls_mps_sampling_the_same_service_gets_every_sm_it_can(
+    tmp_path: Path,
+) -> None:
+    """As NVML does, the node samples the MPS clients' SM use on their server: the service
+    has no sample of its own, so its load is read as the whole GPU's utilisation, the
+    offline job's work included and uncorrected. The policy then gives it the most it can
+    give an online service, and the offline job the least: safe for the service, little
+    for the job (a per-client reading under MPS is not done)."""
+    node = Node(tmp_path, dynamic(), {**WEB, "slo_ms": 60}, OFFLINE, per_client_util=False)
+    node.agent.node.set_util(node.pid("web"), 7.0)
+    node.run(600.0)
+    info = node.agent.node.gpu(0)
+    assert info.utilisation_pct is not None
+    assert info.utilisation_pct >= 67.0  # train's 60 and the service's 7, at least
+    assert node.share() == MAX_SHARE_PCT > needed(0.07, 60.0)
 
 
 def action(gpu: int = 0, share: int = 50, before: int = 50, restart: bool = False,
