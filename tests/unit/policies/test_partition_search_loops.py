@@ -164,6 +164,8 @@ def test_a_generation_keeps_two_elites_and_picks_parents_by_tournaments_of_two(
 def test_the_first_fittest_is_the_fittest_seed(monkeypatch: pytest.MonkeyPatch) -> None:
     Operators(monkeypatch, [], worse=True)
     assert evolve(np.random.default_rng(0), 0, 4, 0, 10) == [GREEDY]
+    Operators(monkeypatch, [], worse=True)  # a greedy seed of four GPUs: the bulk's is fitter
+    assert evolve(np.random.default_rng(0), 0, 4, 0, 10, [(3, owners(0))] * 4) == [BULK]
 
 
 def test_the_loop_stops_after_stall_generations_without_improvement(
