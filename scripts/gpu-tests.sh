@@ -6,19 +6,33 @@
 #   scripts/gpu-tests.sh            read-only cases, MPS daemons and processes on GPU 0
 #   scripts/gpu-tests.sh --write    also the contract cases that change GPU 0 (MIG instances
 #                                   on an empty MIG GPU, a faulting MPS client)
+#   scripts/gpu-tests.sh --system   no .venv-gpu: the system's Python as it is, with
+#                                   PYTHONPATH=src (a machine without network; it needs
+#                                   pytest and cotenant's runtime dependencies installed), on
+#                                   the GPU test files only
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${1:-}" = "--write" ]; then
-    export COTENANT_GPU_WRITE=1
+SYSTEM=0
+while [ "${1:-}" = "--write" ] || [ "${1:-}" = "--system" ]; do
+    [ "$1" = "--write" ] && export COTENANT_GPU_WRITE=1
+    [ "$1" = "--system" ] && SYSTEM=1
     shift
-fi
+done
 PYTHON="${PYTHON:-python3}"
-if [ ! -x .venv-gpu/bin/python ]; then
-    "$PYTHON" -m venv --system-site-packages .venv-gpu
-    .venv-gpu/bin/python -m pip install --quiet -e '.[dev]'
+if [ "$SYSTEM" = 1 ]; then
+    export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}"
+    RUN="$PYTHON"
+    set -- tests/unit/agent/test_gpu.py tests/unit/agent/test_contract.py \
+        tests/unit/agent/test_contract_changes.py tests/unit/runtime/test_torch_hook.py "$@"
+else
+    if [ ! -x .venv-gpu/bin/python ]; then
+        "$PYTHON" -m venv --system-site-packages .venv-gpu
+        .venv-gpu/bin/python -m pip install --quiet -e '.[dev]'
+    fi
+    RUN=.venv-gpu/bin/python
 fi
-.venv-gpu/bin/python - <<'PY'
+"$RUN" - <<'PY'
 import sys
 try:
     import torch
@@ -29,7 +43,7 @@ if not torch.cuda.is_available():
 print(f"gpu-tests: torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
 PY
 log=$(mktemp)
-.venv-gpu/bin/pytest -m gpu -rs "$@" | tee "$log"
+"$RUN" -m pytest -m "gpu or torch" -rs "$@" | tee "$log"
 if grep -E "SKIPPED.*(no NVIDIA GPU|torch is not installed)" "$log"; then
     echo "gpu-tests: GPU tests skipped for want of a GPU or torch" >&2
     exit 1
