@@ -36,9 +36,10 @@ restart loses the open ones, and the next start of a job that was down then is n
 (its cause is unknown); a wall clock stepping back shifts them with it.
 
 The medians of the exact measurements are what a co-location scenario's
-``world.offlineStartS`` / ``shareChangeS`` should be given; ``cotenant agent status`` prints them and Prometheus gets
-``cotenant_offline_downtime_seconds``. Measurements live in memory (and
-as ``up again`` events in the state file); precision is the agent's tick (1 s by default).
+``world.offlineStartS`` / ``shareChangeS`` should be given; ``cotenant agent status`` prints
+them (the lower bounds apart) and Prometheus gets ``cotenant_offline_downtime_seconds``.
+Measurements live in memory (and as ``up again`` events in the state file); precision is the
+agent's tick (1 s by default).
 """
 
 from __future__ import annotations
