@@ -175,3 +175,22 @@ def test_a_clock_stepping_back_starts_the_windows_afresh(tmp_path: Path) -> None
     node.agent.clock.step(-3600.0)  # the wall clock alone
     node.run(0.5)
     assert node.rows().obs.load_peak[0] < 0.5  # the burst before the step is forgotten
+
+
+def test_under_nvmls_mps_sampling_the_load_is_the_whole_gpus_and_the_agent_says_so(
+    tmp_path: Path,
+) -> None:
+    """As NVML does, the node samples MPS clients' SM use on their server: the service has no
+    sample of its own, so its load is the GPU's utilisation, train's 60 % included, read
+    with no correction for the co-runner; the agent says so once."""
+    node = Node(tmp_path, fixed(50), WEB, OFFLINE, per_client_util=False)
+    node.run(2.0)
+    info = node.agent.node.gpu(0)
+    assert info.utilisation_pct is not None
+    assert info.utilisation_pct >= 90.0  # train's 60 and the service's 30, slowed
+    assert node.rows().obs.load[0] == pytest.approx(info.utilisation_pct / 100.0)
+    notes = [e.detail for e in node.agent.store.events("web")
+             if e.kind == "load from the whole GPU"]
+    assert notes == ["NVML samples MPS clients on the MPS server's pid: its load on GPU 0 is "
+                     "read as the GPU's utilisation, other clients' work included (a high "
+                     "reading)"]

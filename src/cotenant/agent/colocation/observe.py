@@ -104,6 +104,8 @@ class NodeObserver:
         self.reports = P99Reports(supervisor.store, guard.settle_s, guard.stale_s)
         self.loads = LoadWindows(policy.load_window_s)
         self._errors: dict[int, str] = {}
+        self._whole_gpu: set[str] = set()
+        """Online services whose load was read as the whole GPU's utilisation (logged once)."""
         self._pairs: dict[RowKey, tuple[Hashable, int, float]] = {}
         """Per row, its offline work, that pair's number and since when it is there."""
 
@@ -144,6 +146,8 @@ class NodeObserver:
             for record in here:
                 util = None if record.pid is None else workload_sm_util(
                     record.pid, per_pid, self.supervisor.backend.members)
+                if util is None and info.utilisation_pct is not None:
+                    self._note_whole_gpu(info, record.spec.name, now)
                 util = info.utilisation_pct if util is None else util
                 if util is None:
                     unknown.append(record.spec.name)
@@ -173,6 +177,18 @@ class NodeObserver:
                 held = max(held, r.applied_pct)
                 overlap = max(overlap, min(1.0, util / 100.0))
         return held, overlap
+
+    def _note_whole_gpu(self, info: GpuInfo, name: str, now: float) -> None:
+        """Say once per service that its load is read as the whole GPU's utilisation."""
+        if name in self._whole_gpu:
+            return
+        self._whole_gpu.add(name)
+        why = ("NVML samples MPS clients on the MPS server's pid" if any(
+            p.mps_client for p in info.processes) else "NVML has no sample of its processes")
+        self.supervisor.store.event(
+            now, name, "load from the whole GPU",
+            detail=f"{why}: its load on GPU {info.index} is read as the GPU's utilisation, "
+                   "other clients' work included (a high reading)")
 
     def _error(self, gpu: int, now: float, text: str) -> None:
         if self._errors.get(gpu) != text:
