@@ -329,3 +329,45 @@ def test_dropping_one_at_interpreter_exit_raises_nothing(
         pending.__del__()
     pending.cancel()
     assert pending.result() is None
+
+
+def test_a_fork_that_fails_leaves_no_pipe_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[int] = []
+    real_pipe = os.pipe
+
+    def pipe() -> tuple[int, int]:
+        read, write = real_pipe()
+        made.extend((read, write))
+        return read, write
+
+    def fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "pipe", pipe)
+    monkeypatch.setattr(os, "fork", fork)
+    with pytest.raises(OSError, match="temporarily unavailable"):
+        Pending(lambda: 1, 1.0)
+    assert len(made) == 2
+    for fd in made:
+        with pytest.raises(OSError, match="Bad file descriptor"):
+            os.fstat(fd)
+
+
+def test_a_close_that_fails_still_kills_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent = kills(monkeypatch)
+    pending = Pending(_sleep, 10.0)
+    pid, fd = pending._pid, pending._fd
+    real_close, failing = os.close, [True]
+
+    def close(n: int) -> None:
+        if failing:
+            raise OSError(9, "Bad file descriptor")
+        real_close(n)
+
+    monkeypatch.setattr(os, "close", close)
+    with pytest.raises(OSError, match="Bad file descriptor"):
+        pending.cancel()
+    failing.clear()
+    os.close(fd)
+    assert [s for s in sent if s[0] == pid] == [(pid, signal.SIGKILL)]
+    assert pending._pid == 0

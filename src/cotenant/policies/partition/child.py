@@ -67,7 +67,12 @@ class Pending(Generic[T]):
             self._done = _attempt(work)
             return
         read, write = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except BaseException:  # no child (out of processes or memory): no pipe left open
+            os.close(read)
+            os.close(write)
+            raise
         if pid == 0:  # the child: never returns
             os.close(read)
             _child(work, write, nice)
@@ -124,11 +129,11 @@ class Pending(Generic[T]):
     def _stop(self) -> None:
         """Kill the child without waiting for it to be torn down (a solver holding hundreds
         of MiB takes a while to free them): it is reaped later (:func:`_reap`)."""
-        os.close(self._fd)
         with contextlib.suppress(ProcessLookupError):
             os.kill(self._pid, signal.SIGKILL)
         _killed.append(self._pid)
         self._pid = 0
+        os.close(self._fd)  # after the kill: a close that fails leaves no child running
         _reap()
 
     def __del__(self) -> None:  # an answer never asked for: do not leave the child running
