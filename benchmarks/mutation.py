@@ -697,10 +697,9 @@ NOT_COUNTED: dict[str, str] = {
         "equivalent: the coverage of no configurations sums to zeros, the else branch's",
     **{f"cotenant.policies.partition.search.x_to_gpus__mutmut_{n}":
        "equivalent: zip(strict=None) or zip() for strict=False" for n in (9, 12)},
-    **{f"cotenant.policies.partition.child.xǁPendingǁ{name}":
-       "equivalent: the child's pid as None for 0, read only for its truth (a value only in "
-       "_stop, reached only with a true pid)" for name in ("__init____mutmut_11",
-                                                          "_stop__mutmut_8")},
+    "cotenant.policies.partition.child.xǁPendingǁ__init____mutmut_11":
+        "equivalent: the child's pid as None for 0, read only for its truth (a value only in "
+        "_stop, reached only with a true pid)",
     **{f"cotenant.policies.partition.child.xǁPendingǁ__init____mutmut_{n}":
        "equivalent: the pipe's fd before the fork is never read: it is read only where the "
        "pid is true, and one statement sets both (short of opcode-level tracing that raises "
