@@ -19,12 +19,12 @@ yet) is not charged for the wait; a share change includes its own spawn.
 leader, else of all its cgroup's or group's processes together: torchrun's workers run apart) at
 or above ``busy_pct`` (10% by default: a training step, not a context or a data loader).
 NVML samples an MPS client's SM use on the MPS server's pid, not on the client's (seen on an
-H200, driver 580), so a client without a sample of its own is as busy as its daemon
-(:func:`~cotenant.agent.backends.base.daemon_sm_util`: all its clients on the GPU together)
-once NVML lists it, that is once its CUDA context is up, the daemon's sample counted once
-for the job. Where the job is the daemon's only client that is the job's own; where other
-clients share the daemon (the online service) the measurement can end when the job's context
-is up, before its first step: a lower bound (:attr:`Downtime.lower_bound`), kept apart.
+H200, driver 580), so a job without a sample of its own is read as busy as its daemon
+(:func:`~cotenant.agent.backends.base.daemon_samples`: all its clients on the GPU together,
+counted once for the job) once NVML lists it, that is once its CUDA context is up. That is a
+lower bound (:attr:`Downtime.lower_bound`), kept apart: beside other clients (the online
+service) the daemon is busy before the job has run a step, and the server's newest sample
+can predate the job (NVML keeps the server's samples across its clients).
 
 Each sample is the cost of one change, as the simulator charges it: a second share change
 before the job is busy again starts the measurement afresh from its own SIGTERM (the first
@@ -49,7 +49,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from cotenant.agent.backends.base import DaemonSample, GpuInfo, daemon_samples, workload_sm_util
+from cotenant.agent.backends.base import GpuInfo, daemon_samples, workload_sm_util
 from cotenant.errors import InputError, check_seconds
 
 START = "start"
@@ -78,11 +78,11 @@ class Downtime:
     seconds: float
     at: float
     lower_bound: bool = False
-    """Read on an MPS daemon that other clients share: the job may not have run a step yet."""
+    """Read on the job's MPS daemon: the job may not have run a step yet."""
 
     def describe(self) -> str:
         """The ``up again`` event's detail."""
-        bound = " (a lower bound: read on an MPS daemon shared with other clients)"
+        bound = " (a lower bound: read on its MPS daemon)"
         return f"{self.kind}: {self.seconds:.1f} s{bound if self.lower_bound else ''}"
 
 
@@ -162,12 +162,12 @@ class DowntimeMeter:
         return done, gave_up
 
     def _busy(self, pid: int | None, util: dict[int, float | None],
-              daemons: dict[int, DaemonSample],
+              daemons: dict[int, float],
               members: Callable[[int], list[int]] | None) -> tuple[float | None, bool]:
         """The SM utilisation of the job's processes (the leader's alone while it is busy
         itself, or where no ``members`` is given, so its workers are looked for only then);
-        else, for MPS clients NVML samples on their server, the daemon's, once for the job,
-        and whether other clients share that daemon."""
+        else, for MPS clients NVML samples on their server, the daemon's, once for the job
+        (the busiest GPU's): a lower bound."""
         if pid is None:
             return None, False
         own = util.get(pid)
@@ -178,9 +178,7 @@ class DowntimeMeter:
         if sampled is not None:
             return sampled, False
         found = [daemons[m] for m in group if m in daemons]
-        if not found:
-            return None, False
-        return found[0].sm_util_pct, not found[0].clients <= set(group)
+        return (max(found), True) if found else (None, False)
 
     def summary(self, lower_bounds: bool = False) -> dict[str, dict[str, float | int | str]]:
         """Per kind with measurements: count, median, 90th percentile and max (seconds), and

@@ -70,8 +70,8 @@ class AgentMetrics:
         self.downtime = Histogram(
             "cotenant_offline_downtime_seconds", "Seconds an offline job was down, from its "
             "spawn (kind=start) or the SIGTERM of a share change (kind=share change) until "
-            "the GPU showed it busy (agent.downtime); bound=lower where read on an MPS daemon "
-            "shared with other clients", ["kind", "bound"], registry=r,
+            "the GPU showed it busy (agent.downtime); bound=lower where read on its MPS "
+            "daemon", ["kind", "bound"], registry=r,
             buckets=DOWNTIME_BUCKETS_S)
         self.guard = Gauge("cotenant_guard_actions", "Compute guard actions since the agent "
                            "started (pause, throttle, evict)", ["action"], registry=r)

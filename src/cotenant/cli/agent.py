@@ -348,8 +348,8 @@ def status(
         left=("name", "role", "status", "last exit"),
     ))
     for key, title in (("kinds", "Offline downtime (until >= {:g}% SM of its own)"),
-                       ("lower_bounds", "Offline downtime, lower bounds (until its MPS daemon, "
-                        "shared with other clients, was >= {:g}% SM)")):
+                       ("lower_bounds", "Offline downtime, lower bounds (until its MPS daemon "
+                        "was >= {:g}% SM)")):
         kinds = downtime.get(key) or {}
         if not kinds:
             continue

@@ -192,5 +192,5 @@ def test_under_nvmls_mps_sampling_the_load_is_the_whole_gpus_and_the_agent_says_
     notes = [e.detail for e in node.agent.store.events("web")
              if e.kind == "load from the whole GPU"]
     assert notes == ["NVML samples MPS clients on the MPS server's pid: its load on GPU 0 is "
-                     "read as the GPU's utilisation, other clients' work included (a high "
+                     "read as the GPU's utilisation, any other work on it included (a high "
                      "reading)"]

@@ -20,6 +20,7 @@ with no instances (they leave it so). What each case checks:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -218,13 +219,7 @@ def test_an_mps_clients_fault_reaches_its_daemons_other_clients(node: Node) -> N
     mps_ready(node)
     if not node.fake and importlib.util.find_spec("triton") is None:
         pytest.skip("torch with triton is needed to make a GPU fault")
-    pipe, log = node.tmp / "pipe", node.tmp / "log"
-    pipe.mkdir()
-    log.mkdir()
-    config = DaemonConfig(0, pipe, log)
-    node.backend.start_daemon(config)
-    try:
-        env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(log)}
+    with mps_daemon(node) as env:
         online = node.backend.spawn(node.argv(["fake-workload"], LOOP_PY), env, 0)
         outsider = node.backend.spawn(node.argv(["fake-workload"], LOOP_PY), {}, 0)
         crash = node.tmp / "crash.py"  # triton reads a kernel's source from its file
@@ -245,9 +240,24 @@ def test_an_mps_clients_fault_reaches_its_daemons_other_clients(node: Node) -> N
         accepted = node.backend.spawn(node.argv(["fake-workload"], LOOP_PY), env, 0)
         node.wait(1.0)
         assert node.backend.poll(accepted).state is ProcState.RUNNING
+
+
+@contextlib.contextmanager
+def mps_daemon(node: Node) -> Iterator[dict[str, str]]:
+    """An MPS daemon on GPU 0 under the test's directory; its clients' environment. Every
+    process started here is killed and reaped, and the daemon stopped, however it ends."""
+    pipe, log = node.tmp / "pipe", node.tmp / "log"
+    pipe.mkdir()
+    log.mkdir()
+    config = DaemonConfig(0, pipe, log)
+    node.backend.start_daemon(config)
+    try:
+        yield {"CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(log)}
     finally:
-        node.kill_all()
-        node.backend.stop_daemon(config)
+        try:
+            node.kill_all()
+        finally:
+            node.backend.stop_daemon(config)
 
 
 def mps_ready(node: Node) -> None:
@@ -263,13 +273,7 @@ def mps_ready(node: Node) -> None:
 
 def test_an_mps_clients_sm_use_is_sampled_on_its_server(node: Node) -> None:
     mps_ready(node)
-    pipe, log = node.tmp / "pipe", node.tmp / "log"
-    pipe.mkdir()
-    log.mkdir()
-    config = DaemonConfig(0, pipe, log)
-    node.backend.start_daemon(config)
-    try:
-        env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(log)}
+    with mps_daemon(node) as env:
         client = node.backend.spawn(
             node.argv(["fake-workload", "--util-pct", "60"], BUSY_PY), env, 0)
 
@@ -284,6 +288,3 @@ def test_an_mps_clients_sm_use_is_sampled_on_its_server(node: Node) -> None:
         assert mine
         assert all(p.mps_client and not p.mps_server and p.sm_util_pct is None for p in mine)
         assert [p.pid for p in info.processes if p.mps_server and p.pid in members] == []
-    finally:
-        node.kill_all()
-        node.backend.stop_daemon(config)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cotenant.agent.backends import FakeNode, ManualClock
-from cotenant.agent.backends.base import DaemonSample, GpuInfo, GpuProcess, daemon_samples
+from cotenant.agent.backends.base import GpuInfo, GpuProcess, daemon_samples
 from cotenant.agent.downtime import SHARE_CHANGE, START, Downtime, DowntimeMeter
 from cotenant.agent.latency import INLINE
 from cotenant.agent.service import AgentService
@@ -262,7 +262,7 @@ def test_an_mps_client_without_a_sample_of_its_own_gets_its_daemons() -> None:
     serverless = GpuInfo(1, "GPU-y", "A100-40GB", 40960, 100, 50.0, None, False,
                          (GpuProcess(4, 100, None, mps_client=True),))
     assert daemon_samples([gpu_with(server, sampled, unsampled, outsider), serverless]) == {
-        2: DaemonSample(40.0, frozenset({1, 2}))}
+        2: 40.0}
 
 
 def daemon_gpu(served: float, *clients: int) -> GpuInfo:
@@ -271,7 +271,7 @@ def daemon_gpu(served: float, *clients: int) -> GpuInfo:
                     *(GpuProcess(pid, 100, None, mps_client=True) for pid in clients))
 
 
-def test_a_jobs_daemon_sample_counts_once_and_is_a_lower_bound_beside_other_clients() -> None:
+def test_a_jobs_daemon_sample_counts_once_and_is_a_lower_bound() -> None:
     """A job of three MPS clients (10-12) beside an online client (20), the daemon at 4 %:
     4 %, not three times 4 %, so the job is not yet busy; at 40 % it is, as a lower bound."""
     meter = DowntimeMeter()
@@ -285,14 +285,25 @@ def test_a_jobs_daemon_sample_counts_once_and_is_a_lower_bound_beside_other_clie
     assert meter.summary(lower_bounds=True)[START]["median_s"] == 7.0
 
 
-def test_a_job_alone_on_its_daemon_is_measured_on_the_daemons_sample() -> None:
+def test_a_job_alone_on_its_daemon_is_still_a_lower_bound() -> None:
+    """The server's newest sample can predate the job (NVML keeps it across its clients)."""
     meter = DowntimeMeter()
     meter.started("train", 10, 0.0)
     done, _ = meter.observe([daemon_gpu(40.0, 10, 11)], {"train"}, [], 3.0,
                             {10: [10, 11]}.__getitem__)
-    assert done == [Downtime("train", START, 3.0, 3.0, lower_bound=False)]
-    assert meter.summary()[START]["count"] == 1
-    assert meter.summary(lower_bounds=True) == {}
+    assert done == [Downtime("train", START, 3.0, 3.0, lower_bound=True)]
+    assert meter.summary() == {}
+
+
+def test_a_job_on_two_gpus_is_as_busy_as_its_busiest_daemon() -> None:
+    meter = DowntimeMeter()
+    meter.started("train", 10, 0.0)
+    other = GpuInfo(1, "GPU-y", "A100-40GB", 40960, 100, 50.0, None, False,
+                    (GpuProcess(8, 66, 30.0, mps_server=True),
+                     GpuProcess(11, 100, None, mps_client=True)))
+    done, _ = meter.observe([daemon_gpu(5.0, 10), other], {"train"}, [], 2.0,
+                            {10: [10, 11]}.__getitem__)
+    assert done == [Downtime("train", START, 2.0, 2.0, lower_bound=True)]
 
 
 @pytest.fixture
@@ -307,7 +318,7 @@ def nvml_like(tmp_path: Path) -> Iterator[Node]:
         service.close()
 
 
-def test_under_mps_a_start_with_no_other_busy_client_ends_when_the_job_is_busy(
+def test_under_mps_a_start_with_no_other_busy_client_ends_when_the_daemon_is_busy(
     nvml_like: Node,
 ) -> None:
     nvml_like.service.submit(OFFLINE)
@@ -315,7 +326,7 @@ def test_under_mps_a_start_with_no_other_busy_client_ends_when_the_job_is_busy(
     nvml_like.run(11)
     assert nvml_like.measured() == []  # the daemon idle, the job warming up
     nvml_like.run(1)
-    assert nvml_like.measured() == ["start: 12.0 s"]
+    assert nvml_like.measured() == ["start: 12.0 s (a lower bound: read on its MPS daemon)"]
 
 
 def test_under_mps_a_start_beside_a_busy_online_service_ends_when_the_job_is_listed(
@@ -328,6 +339,8 @@ def test_under_mps_a_start_beside_a_busy_online_service_ends_when_the_job_is_lis
     nvml_like.service.tick()
     nvml_like.run(1)
     assert nvml_like.measured() == [
-        "start: 0.0 s (a lower bound: read on an MPS daemon shared with other clients)"]
+        "start: 0.0 s (a lower bound: read on its MPS daemon)"]
     assert nvml_like.service.downtime()["kinds"] == {}
     assert nvml_like.service.downtime()["lower_bounds"][START]["count"] == 1
+    text = nvml_like.service.metrics_text().decode()
+    assert 'cotenant_offline_downtime_seconds_count{bound="lower",kind="start"} 1.0' in text

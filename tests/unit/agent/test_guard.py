@@ -57,6 +57,19 @@ def test_throttle_then_evict_then_come_back(tmp_path: Path) -> None:
     assert node.agent.record("train").restarts == 0  # not counted as faults
 
 
+def test_under_nvmls_mps_sampling_the_first_breach_evicts(tmp_path: Path) -> None:
+    """As NVML does, the node samples MPS clients on their server, so the service's load reads
+    as the whole GPU's (train's 60 % included): its need is every SM, and the throttle that
+    gives it 70 above becomes an eviction at the first report over the SLO."""
+    node = Node(tmp_path, fixed(50, pause_s=0.0), WEB, OFFLINE, per_client_util=False)
+    node.run(1.0)
+    node.report(199.0)
+    node.run(1.0)
+    assert node.ctl.counts["throttle"] == 0
+    assert node.ctl.counts["evict"] == 1
+    assert node.train()[0] is not Status.RUNNING
+
+
 def test_the_floor_expires_after_the_hold(tmp_path: Path) -> None:
     """When the floor's hold ends, offline gets its SMs back (a gain: once the GPU has been
     watched for a whole load window, 20 s here)."""

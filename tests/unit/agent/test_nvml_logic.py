@@ -14,7 +14,6 @@ from cotenant.agent.backends import FakeNode, ManualClock, procfs
 from cotenant.agent.backends.base import (
     BackendFeature,
     DaemonConfig,
-    DaemonSample,
     daemon_samples,
 )
 from cotenant.agent.backends.mpsctl import MpsControl
@@ -65,7 +64,7 @@ def test_mps_clients_and_their_server_are_marked(tmp_path: Path) -> None:
     assert {p.pid: (p.sm_util_pct, p.mps_client, p.mps_server) for p in info.processes} == {
         509: (41.0, False, True), 470: (55.0, False, False), 471: (None, True, False),
         999: (None, False, False)}  # 999: no comm to read, so not taken for a server
-    assert daemon_samples([info]) == {471: DaemonSample(41.0, frozenset({471}))}
+    assert daemon_samples([info]) == {471: 41.0}
 
 
 def test_a_driver_that_cannot_list_mps_clients_marks_none(tmp_path: Path) -> None:

@@ -71,28 +71,17 @@ class GpuInfo:
     processes: tuple[GpuProcess, ...] = ()
 
 
-@dataclass(frozen=True)
-class DaemonSample:
-    """What NVML tells of an MPS client without a sample of its own: its daemon's."""
-
-    sm_util_pct: float
-    """The MPS server's SM utilisation: all its clients on the GPU together."""
-    clients: frozenset[int]
-    """The pids of every MPS client NVML lists on that GPU."""
-
-
-def daemon_samples(gpus: Sequence[GpuInfo]) -> dict[int, DaemonSample]:
+def daemon_samples(gpus: Sequence[GpuInfo]) -> dict[int, float]:
     """Per MPS client without a sample of its own, on a GPU whose MPS server has one, that
-    server's sample (NVML samples MPS clients' SM use on the server's pid)."""
-    out: dict[int, DaemonSample] = {}
+    server's SM utilisation: all its clients on the GPU together (NVML samples MPS clients'
+    SM use on the server's pid)."""
+    out: dict[int, float] = {}
     for info in gpus:
         served = next((p.sm_util_pct for p in info.processes
                        if p.mps_server and p.sm_util_pct is not None), None)
-        if served is None:
-            continue
-        sample = DaemonSample(served, frozenset(p.pid for p in info.processes if p.mps_client))
-        out.update((p.pid, sample) for p in info.processes
-                   if p.mps_client and p.sm_util_pct is None)
+        if served is not None:
+            out.update((p.pid, served) for p in info.processes
+                       if p.mps_client and p.sm_util_pct is None)
     return out
 
 

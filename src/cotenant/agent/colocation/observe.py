@@ -135,6 +135,7 @@ class NodeObserver:
         names = {r.spec.name for r in online}
         self.loads.keep(names)
         self.reports.keep(names)
+        self._whole_gpu &= names
         for info in gpus:
             here = [r for r in online if r.spec.gpu == info.index]
             if not here:
@@ -188,7 +189,7 @@ class NodeObserver:
         self.supervisor.store.event(
             now, name, "load from the whole GPU",
             detail=f"{why}: its load on GPU {info.index} is read as the GPU's utilisation, "
-                   "other clients' work included (a high reading)")
+                   "any other work on it included (a high reading)")
 
     def _error(self, gpu: int, now: float, text: str) -> None:
         if self._errors.get(gpu) != text:
