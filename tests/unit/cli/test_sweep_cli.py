@@ -3,7 +3,9 @@ named and the rest finish; the executor options."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -168,10 +170,10 @@ def test_ctrl_c_stops_a_local_pool_sweep_at_once_and_keeps_what_finished(
     sweep, out = tmp_path / "long.yaml", tmp_path / "report"
     sweep.write_text(LONG_SWEEP, encoding="utf-8")
     stream = out / "results.jsonl"
-    proc = subprocess.Popen(
+    proc = subprocess.Popen(  # in a session of its own: its workers can be killed with it
         [sys.executable, "-c", "from cotenant.cli.main import main; main()", "sweep", "run",
          str(sweep), "--workers", "2", "--json", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while not (stream.exists() and stream.read_text().count("\n") >= 2):
@@ -182,10 +184,11 @@ def test_ctrl_c_stops_a_local_pool_sweep_at_once_and_keeps_what_finished(
         # 200 runs take minutes on two processes: only cancelling the queued ones ends it
         # in this time (before, every queued run still ran after Ctrl-C)
         stdout, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    finally:  # never wait for ever: a worker left behind holds the pipes open
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=10)
     assert proc.returncode == 130, stderr
     kept = [json.loads(x) for x in stream.read_text().splitlines()]
     assert 2 <= len(kept) < 200

@@ -171,10 +171,10 @@ def abandon(pool: ProcessPoolExecutor) -> None:
     # pipes before the interpreter's exit hook writes to them
     workers = list((pool._processes or {}).values())
     manager: threading.Thread | None = getattr(pool, "_executor_manager_thread", None)
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in workers:
+    for process in workers:  # first: ended even should the pool's own shutdown block
         if process.is_alive():
             process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
     for process in workers:
         process.join(timeout=5)
     if manager is not None:
