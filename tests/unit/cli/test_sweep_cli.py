@@ -170,9 +170,13 @@ def test_ctrl_c_stops_a_local_pool_sweep_at_once_and_keeps_what_finished(
     sweep, out = tmp_path / "long.yaml", tmp_path / "report"
     sweep.write_text(LONG_SWEEP, encoding="utf-8")
     stream = out / "results.jsonl"
-    proc = subprocess.Popen(  # in a session of its own: its workers can be killed with it
-        [sys.executable, "-c", "from cotenant.cli.main import main; main()", "sweep", "run",
-         str(sweep), "--workers", "2", "--json", "--out", str(out)],
+    # Ctrl-C as at a terminal, whatever this process was started with (a shell's background
+    # job ignores SIGINT, and its children inherit that); in a session of its own, so that
+    # its workers can be killed with it
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, "
+         "signal.default_int_handler); from cotenant.cli.main import main; main()",
+         "sweep", "run", str(sweep), "--workers", "2", "--json", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
