@@ -235,3 +235,20 @@ def test_a_rollout_with_nothing_left_to_cover_earns_one(
     assert list(_search(t, base, np.zeros(1), 0, 2, 3)) == [base]
     root = tree.nodes[0]
     assert (root.visits, root.total, root.children) == (3, 3.0, [])
+
+
+def test_a_fully_expanded_node_descends_into_its_child_of_highest_uct(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tree = Tree(monkeypatch)
+
+    def uct(self: _Node, child: _Node) -> float:  # the last child made is the favourite
+        return 1.0 if child is self.children[-1] else 0.0
+
+    monkeypatch.setattr(mcts._Node, "uct", uct)
+    p = only_4g(200.0)
+    t = tables(p)
+    base = [(1, owners(0))] * 3
+    list(_search(t, base, p.demand, 4, 2, 3))  # two rollouts expand the root, the third picks
+    root = tree.nodes[0]
+    assert [c.visits for c in root.children] == [1, 2]
