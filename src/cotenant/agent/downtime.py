@@ -150,11 +150,11 @@ class DowntimeMeter:
         done: list[Downtime] = []
         gave_up: list[str] = []
         for name, state in list(self._open.items()):
-            busy, shared = self._busy(state.pid, util, daemons, members)
+            busy, bound = self._busy(state.pid, util, daemons, members)
             if busy is not None and busy >= self.busy_pct:
                 seconds = max(0.0, now - state.begin)
-                done.append(Downtime(name, state.kind, seconds, now, lower_bound=shared))
-                (self._bounds if shared else self._done)[state.kind].append(seconds)
+                done.append(Downtime(name, state.kind, seconds, now, lower_bound=bound))
+                (self._bounds if bound else self._done)[state.kind].append(seconds)
                 del self._open[name]
             elif now - state.begin > self.timeout_s:
                 gave_up.append(name)

@@ -13,7 +13,8 @@ not report it: on a GPU in MIG mode ``nvmlDeviceGetUtilizationRates`` is not sup
 Per-process SM utilisation is the newest of NVML's buffered samples for each process. NVML
 samples an MPS client's SM use on its server's pid: each process is marked as an MPS client
 (``nvmlDeviceGetMPSComputeRunningProcesses``) or server (its ``/proc/<pid>/comm``,
-``nvidia-cuda-mps-server`` cut to 15 characters) so a reader can tell.
+``nvidia-cuda-mps-server`` cut to 15 characters, read only on a GPU with MPS clients) so a
+reader can tell.
 
 A workload on a whole GPU is placed by index (with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so
 CUDA's index is NVML's); one on a MIG instance by the MIG device's UUID (``mig_devices``).
@@ -136,7 +137,8 @@ class NvmlNode:
             processes=tuple(
                 GpuProcess(int(p.pid), int(p.usedGpuMemory or 0) // MIB,
                            per_pid.get(int(p.pid)), mps_client=int(p.pid) in clients,
-                           mps_server=_is_mps_server(int(p.pid), self._proc))
+                           mps_server=bool(clients) and int(p.pid) not in clients
+                           and _is_mps_server(int(p.pid), self._proc))
                 for p in procs
             ),
         )
