@@ -20,7 +20,12 @@ from cotenant.policies.colocation.contract import (
     milli_limits,
     offline_thread_pct,
 )
-from cotenant.policies.colocation.guard import GuardSettings, report_window_s
+from cotenant.policies.colocation.guard import (
+    RATE_SPAN_S,
+    GuardSettings,
+    rate_span_s,
+    report_window_s,
+)
 from cotenant.policies.colocation.policy import ColocationPolicy, Matching
 from cotenant.policies.colocation.recovery import Fault, Next, Recovery, Response
 from cotenant.policies.colocation.registry import COLOCATION
@@ -30,6 +35,7 @@ __all__ = [
     "COLOCATION",
     "MAX_SHARE_PCT",
     "MIN_SHARE_PCT",
+    "RATE_SPAN_S",
     "Actions",
     "Admission",
     "ColocationPolicy",
@@ -49,5 +55,6 @@ __all__ = [
     "milli_limits",
     "need",
     "offline_thread_pct",
+    "rate_span_s",
     "report_window_s",
 ]

@@ -83,3 +83,17 @@ def report_window_s(settings: GuardSettings, requests_per_s: FloatArray) -> Floa
     window = np.maximum(settings.scrape_s, np.ceil(fill / settings.scrape_s) * settings.scrape_s)
     return np.asarray(np.where(window <= settings.max_window_s, window, math.inf),
                       dtype=np.float64)
+
+
+RATE_SPAN_S = 1.0
+"""The least time a load read from an online service's request rate counts requests over (the
+node agent's reading where NVML samples no process of the service: under MPS)."""
+
+
+def rate_span_s(settings: GuardSettings, requests_per_s: FloatArray) -> FloatArray:
+    """How many seconds of requests a load read from the request rate counts: the newest
+    closed report windows (:func:`report_window_s`; a window dropped for too few requests
+    closes at ``max_window_s`` and still counts) until they cover :data:`RATE_SPAN_S`."""
+    window = report_window_s(settings, requests_per_s)
+    each = np.where(np.isfinite(window), window, settings.max_window_s)
+    return np.asarray(np.ceil(RATE_SPAN_S / each - 1e-9) * each, dtype=np.float64)

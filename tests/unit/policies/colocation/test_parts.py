@@ -10,6 +10,7 @@ import pytest
 from cotenant.errors import InputError, UnknownNameError
 from cotenant.policies.colocation import (
     COLOCATION,
+    RATE_SPAN_S,
     Actions,
     Admission,
     Fault,
@@ -17,6 +18,7 @@ from cotenant.policies.colocation import (
     Mechanism,
     Next,
     Recovery,
+    rate_span_s,
     report_window_s,
 )
 
@@ -73,6 +75,17 @@ def test_a_report_window_holds_enough_requests_or_none() -> None:
     assert list(got[:3]) == [0.25, 0.5, 4.0]
     assert math.isinf(got[3])
     assert math.isinf(got[4])
+
+
+def test_a_load_read_from_the_request_rate_counts_whole_windows_over_a_second() -> None:
+    g = GuardSettings(scrape_s=0.25, min_requests=20, max_window_s=5.0)
+    # 1000 req/s: four 0.25 s windows; 40: two 0.5 s; 16: one 1.25 s window is more than
+    # a second; 5: one 4 s window; 3 and 0: too few for a p99, the window closes at 5 s
+    got = rate_span_s(g, np.array([1000.0, 40.0, 16.0, 5.0, 3.0, 0.0]))
+    assert got.tolist() == [1.0, 1.0, 1.25, 4.0, 5.0, 5.0]
+    assert rate_span_s(GuardSettings(scrape_s=0.3, min_requests=1), np.array([100.0])
+                       ).tolist() == pytest.approx([1.2])  # four 0.3 s windows: 1.2 s
+    assert RATE_SPAN_S == 1.0
 
 
 @pytest.mark.parametrize("bad", [{"threshold": 0.0}, {"scrape_s": 0.0}, {"min_requests": 0},
