@@ -18,7 +18,10 @@ a finite number gives no report either. A dropped window (too few requests in
 A wall clock that steps back starts every window afresh.
 
 Each report says when its window began (when the read before it was started), and the guard
-takes only reports whose window began after its last action on the GPU.
+takes only reports whose window began after its last action on the GPU. Every closed window
+also gives its request count (:class:`RequestWindow`, :meth:`LatencyScraper.take_windows`),
+one dropped for too few requests included: where NVML samples no process of a service (under
+MPS), the agent reads its load from that rate (:mod:`cotenant.agent.colocation.load`).
 
 Reads run on daemon threads, one per service at a time, never on the reconcile loop: a tick
 takes in the reads that have finished and hands out those due, so a slow, unreachable or
@@ -127,6 +130,17 @@ class LatencyReport:
     since: float
 
 
+@dataclass(frozen=True)
+class RequestWindow:
+    """``requests`` served by ``workload`` from ``since`` to ``until`` (when the reads that
+    bound the window were started): a closed window, each request counted in one only."""
+
+    workload: str
+    requests: float
+    since: float
+    until: float
+
+
 class _Inline(Executor):
     """Runs each read at once, on the caller's thread (tests)."""
 
@@ -181,6 +195,12 @@ class LatencyScraper:
         self.timeout_s = timeout_s
         self.executor = executor or _ThreadPerRead()
         self._targets: dict[str, _Target] = {}
+        self._windows: list[RequestWindow] = []
+
+    def take_windows(self) -> list[RequestWindow]:
+        """The windows closed since the last call (every service's, oldest first)."""
+        windows, self._windows = self._windows, []
+        return windows
 
     def tick(self, now: float) -> list[LatencyReport]:
         """Take in the reads that have finished, start those due: a report for each window
@@ -229,6 +249,7 @@ class LatencyScraper:
         """Forget every target; reads still running end by their deadline on their own
         daemon threads."""
         self._targets.clear()
+        self._windows.clear()
 
     def _read(self, metric: LatencyMetric) -> Series:
         return read_series(self.fetch(metric.url, self.timeout_s), metric)
@@ -258,13 +279,15 @@ class LatencyScraper:
             target.error = ""
             self._event(now, name, "latency scrape ok", metric.url)
         requests = counts[-1][1] if counts else 0.0
+        span = target.pending_at - last_at
+        if requests < self.min_requests and 0.0 <= span < self.max_window_s:
+            target.last, target.last_at = last, last_at  # too few yet: the window grows
+            return None
+        if span > 0.0 and requests >= 0.0:  # closed: its count is a request rate
+            self._windows.append(RequestWindow(name, requests, last_at, target.pending_at))
         if requests < self.min_requests:
-            span = target.pending_at - last_at
-            if 0.0 <= span < self.max_window_s:
-                target.last, target.last_at = last, last_at  # too few yet: the window grows
-            else:
-                self._quiet(name, target, now, f"{requests:g} requests in {span:.3g} s, fewer "
-                            f"than {self.min_requests}: no p99 for the guard")
+            self._quiet(name, target, now, f"{requests:g} requests in {span:.3g} s, fewer "
+                        f"than {self.min_requests}: no p99 for the guard")
             return None
         p99 = histogram_quantile(counts, 0.99)
         if p99 is None:

@@ -114,9 +114,13 @@ class AgentService:
         # (always _scrape_lock, then _lock: nothing takes them the other way round)
         with self._scrape_lock:
             reports = self.latency.tick(self.clock())
-            if not reports:
+            windows = self.latency.take_windows()
+            if not reports and not windows:
                 return
             with self._lock:
+                self.observer.count(windows)
+                if not reports:
+                    return
                 now = self.clock()
                 for report in reports:
                     try:

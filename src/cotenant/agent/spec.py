@@ -25,7 +25,7 @@ from cotenant.policies.colocation.contract import check_share_pct
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 _KEYS = {"name", "argv", "role", "gpu", "sm_share", "mem_limit_mib", "env", "model", "slo_ms",
-         "latency_metric", "mig_instance", "mig_instances", "master_port", "job"}
+         "latency_metric", "mig_instance", "mig_instances", "master_port", "job", "solo_ms"}
 _MIG_INSTANCE = re.compile(r"[1-7]g\.[0-9]{1,3}gb(\+me)?@[0-7]")
 _MIG_ON_GPU = re.compile(
     r"(?:(?P<gpu>[0-9]{1,3}):)?(?P<instance>[1-7]g\.[0-9]{1,3}gb(\+me)?@[0-7])")
@@ -102,7 +102,12 @@ class WorkloadSpec:
     the GPU before the colon) makes it a training job spanning those instances, started as
     one process per instance (:func:`cotenant.agent.mig_workloads.rank_specs`), each a
     workload of its own that names its ``job`` and gets the rank variables of
-    ``torch.distributed``'s ``env://`` rendezvous, at ``master_port``."""
+    ``torch.distributed``'s ``env://`` rendezvous, at ``master_port``.
+
+    ``solo_ms`` is an online service's GPU time per request alone on the whole GPU (its
+    utilisation over its request rate, measured alone): where NVML samples none of its
+    processes (under MPS) the agent reads its load as its request rate times this
+    (:mod:`cotenant.agent.colocation.load`)."""
 
     name: str
     argv: tuple[str, ...]
@@ -118,6 +123,7 @@ class WorkloadSpec:
     mig_instances: tuple[tuple[int, str], ...] = ()
     master_port: int | None = None
     job: str | None = None
+    solo_ms: float | None = None
 
     @staticmethod
     def from_dict(data: object, where: str = "workload") -> WorkloadSpec:
@@ -174,10 +180,15 @@ class WorkloadSpec:
         job = data.get("job")
         if job is not None and (not isinstance(job, str) or not _NAME.fullmatch(job)):
             raise InputError(f"{where}.job", f"{job!r:.80} must match {_NAME.pattern}")
+        solo = data.get("solo_ms")
+        if solo is not None:
+            if role is not Role.ONLINE:
+                raise InputError(f"{where}.solo_ms", "only an online service has one")
+            solo = _slo(solo, f"{where}.solo_ms")
         return WorkloadSpec(name, argv, role, gpu, share, mem, _env(data.get("env", {}), where),
                             _text(data.get("model", ""), f"{where}.model"),
                             _slo(data.get("slo_ms", 100.0), f"{where}.slo_ms"), metric,
-                            instance, ranks, port, job)
+                            instance, ranks, port, job, solo)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -195,6 +206,8 @@ class WorkloadSpec:
             out["master_port"] = self.master_port
         if self.job is not None:
             out["job"] = self.job
+        if self.solo_ms is not None:
+            out["solo_ms"] = self.solo_ms
         return out
 
 

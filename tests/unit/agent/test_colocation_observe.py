@@ -181,8 +181,8 @@ def test_under_nvmls_mps_sampling_the_load_is_the_whole_gpus_and_the_agent_says_
     tmp_path: Path,
 ) -> None:
     """As NVML does, the node samples MPS clients' SM use on their server: the service has no
-    sample of its own, so its load is the GPU's utilisation, train's 60 % included, read
-    with no correction for the co-runner; the agent says so once."""
+    sample of its own and no request rate, so its load is the GPU's utilisation, train's 60 %
+    included, read with no correction for the co-runner; the agent says so once."""
     node = Node(tmp_path, fixed(50), WEB, OFFLINE, per_client_util=False)
     node.run(2.0)
     info = node.agent.node.gpu(0)
@@ -192,5 +192,5 @@ def test_under_nvmls_mps_sampling_the_load_is_the_whole_gpus_and_the_agent_says_
     notes = [e.detail for e in node.agent.store.events("web")
              if e.kind == "load from the whole GPU"]
     assert notes == ["NVML samples MPS clients on the MPS server's pid: its load on GPU 0 is "
-                     "read as the GPU's utilisation, any other work on it included (a high "
-                     "reading)"]
+                     "read from the whole GPU: any other work on it included (a high "
+                     "reading); a latency_metric would let the agent read its request rate"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cotenant.agent.backends import FakeNode, ManualClock
-from cotenant.agent.latency import INLINE, LatencyReport, LatencyScraper
+from cotenant.agent.latency import INLINE, LatencyReport, LatencyScraper, RequestWindow
 from cotenant.agent.service import AgentService
 from cotenant.errors import InputError
 from cotenant.policies.colocation import GuardSettings
@@ -54,6 +54,39 @@ def test_a_window_with_too_few_requests_grows_into_the_next(tmp_path: Path) -> N
     assert late == LatencyReport("web", late.p99_ms, starts[4])
     with pytest.raises(InputError, match="max_window_s"):
         LatencyScraper(agent.store, pages, GuardSettings(max_window_s=-1.0))
+
+
+def test_every_closed_window_gives_its_request_count_once(tmp_path: Path) -> None:
+    """The windows of the test above, as request counts: a growing window gives none until
+    it closes; one dropped for too few requests at ``max_window_s`` still gives its count."""
+    agent = make_agent(tmp_path)
+    agent.submit({**ONLINE, "latency_metric": METRIC})
+    agent.run(0.5)
+    pages = Pages()
+    scraper = LatencyScraper(agent.store, pages, GuardSettings(scrape_s=0.25, min_requests=20,
+                                                               max_window_s=1.0),
+                             executor=INLINE)
+    pages.serve(fast=100)
+    scraper.tick(agent.clock())
+    assert scraper.take_windows() == []  # the baseline: no window yet
+    start = agent.clock()
+    for fast, slow in ((10, 0), (9, 1)):
+        pages.serve(fast=fast, slow=slow)
+        agent.clock.advance(0.25)
+        scraper.tick(agent.clock())
+    assert scraper.take_windows() == [RequestWindow("web", 20.0, start, agent.clock())]
+    assert scraper.take_windows() == []  # handed out once
+    start = agent.clock()
+    for _ in range(4):  # 2 requests a read: dropped for the p99 after 1 s
+        pages.serve(fast=2)
+        agent.clock.advance(0.25)
+        assert scraper.tick(agent.clock()) == []
+    assert scraper.take_windows() == [RequestWindow("web", 8.0, start, agent.clock())]
+    scraper.close()
+    pages.serve(fast=2)
+    agent.clock.advance(0.25)
+    scraper.tick(agent.clock())
+    assert scraper.take_windows() == []  # closed: afresh, from a baseline
 
 
 @dataclass

@@ -5,7 +5,8 @@ are left out: the hardware isolates them). Per row:
 
 * ``load``: the service's last solo load sample, ``load_peak`` the peak of its samples over
   the policy's ``load_window_s`` (:mod:`.load`; a sample per observation, from NVML's
-  per-process SM utilisation, the GPU's where no process is sampled);
+  per-process SM utilisation; where NVML samples none of its processes (under MPS), from its
+  request rate times its GPU time per request; the GPU's utilisation where neither is known);
 * ``p99_ms``, ``p99_since_s``, ``p99_at_s``: its last p99 report, when its window began and
   when it came (:mod:`.reports`; NaN where none);
 * ``placed``: an offline workload waits or runs on the GPU (not finished, and the GPU not
@@ -34,8 +35,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from cotenant.agent.backends.base import DeviceInventory, GpuInfo, workload_sm_util
-from cotenant.agent.colocation.load import LoadWindows, solo_load_pct
+from cotenant.agent.colocation.load import (
+    LoadWindows,
+    RequestCosts,
+    RequestRates,
+    solo_load_pct,
+)
 from cotenant.agent.colocation.reports import P99Reports
+from cotenant.agent.latency import RequestWindow
 from cotenant.agent.records import Status, WorkloadRecord
 from cotenant.agent.spec import Role, WorkloadSpec
 from cotenant.agent.supervisor import NODE, Supervisor
@@ -103,9 +110,12 @@ class NodeObserver:
         guard = guard_settings(policy)
         self.reports = P99Reports(supervisor.store, guard.settle_s, guard.stale_s)
         self.loads = LoadWindows(policy.load_window_s)
+        self.rates = RequestRates(guard.stale_s)
+        self.costs = RequestCosts()
+        self._min_requests = guard.min_requests
         self._errors: dict[int, str] = {}
-        self._whole_gpu: set[str] = set()
-        """Online services whose load was read as the whole GPU's utilisation (logged once)."""
+        self._source: dict[str, str] = {}
+        """Per online service, where its load was last read from (logged when it changes)."""
         self._pairs: dict[RowKey, tuple[Hashable, int, float]] = {}
         """Per row, its offline work, that pair's number and since when it is there."""
 
@@ -113,7 +123,13 @@ class NodeObserver:
         """Start afresh (the wall clock stepped back: the windows mean nothing now)."""
         self.loads.clear()
         self.reports.clear()
+        self.rates.clear()
         self._pairs.clear()
+
+    def count(self, windows: list[RequestWindow]) -> None:
+        """Take in the request counts of closed latency windows."""
+        for window in windows:
+            self.rates.add(window)
 
     def _records(self) -> list[WorkloadRecord]:
         return [r for r in self.supervisor.store.all() if r.spec.mig_instance is None]
@@ -133,32 +149,67 @@ class NodeObserver:
         records = self._records()
         online = [r for r in records if r.spec.role is Role.ONLINE and r.status is Status.RUNNING]
         names = {r.spec.name for r in online}
-        self.loads.keep(names)
-        self.reports.keep(names)
-        self._whole_gpu &= names
+        for part in (self.loads, self.reports, self.rates, self.costs):
+            part.keep(names)
+        self._source = {n: v for n, v in self._source.items() if n in names}
         for info in gpus:
             here = [r for r in online if r.spec.gpu == info.index]
             if not here:
                 self._errors.pop(info.index, None)
                 continue
             co_runner = self._co_runner(info, records)
-            per_pid = {p.pid: p.sm_util_pct for p in info.processes}
-            unknown = []
-            for record in here:
-                util = None if record.pid is None else workload_sm_util(
-                    record.pid, per_pid, self.supervisor.backend.members)
-                if util is None and info.utilisation_pct is not None:
-                    self._note_whole_gpu(info, record.spec.name, now)
-                util = info.utilisation_pct if util is None else util
-                if util is None:
-                    unknown.append(record.spec.name)
-                    continue
-                self.loads.add(record.spec.name, now,
-                               solo_load_pct(util, record.spec.model or record.spec.name,
-                                             *co_runner))
+            alone = len(here) == 1 and self._alone(info, here[0], records)
+            unknown = [r.spec.name for r in here
+                       if not self._sample(info, r, now, co_runner, alone)]
             if unknown:
                 self._error(info.index, now, f"GPU {info.index} reports no utilisation for "
                             f"{unknown[0]!r} (MIG mode?): its load is unknown")
+
+    def _sample(self, info: GpuInfo, record: WorkloadRecord, now: float,
+                co_runner: tuple[int, float], alone: bool) -> bool:
+        """Add online service ``record``'s load sample on ``info``; False where none can be
+        read. Alone on the GPU, the GPU's utilisation teaches its GPU time per request."""
+        spec = record.spec
+        rate = self.rates.rate(spec.name, now)
+        if alone and rate is not None and rate[1] >= self._min_requests \
+                and info.utilisation_pct is not None:
+            self.costs.learn(spec.name, info.utilisation_pct, rate[0])
+        per_pid = {p.pid: p.sm_util_pct for p in info.processes}
+        util = None if record.pid is None else workload_sm_util(
+            record.pid, per_pid, self.supervisor.backend.members)
+        if util is not None:
+            self._note_source(info, spec.name, now, "its processes' utilisation", "")
+            self.loads.add(spec.name, now, solo_load_pct(util, spec.model or spec.name,
+                                                         *co_runner))
+            return True
+        cost = self.costs.cost(spec)
+        if rate is not None and cost is not None:
+            self._note_source(info, spec.name, now, "its request rate",
+                              f"{cost[0]:.4g} ms per request ({cost[1]})", basis=cost[1])
+            self.loads.add(spec.name, now, min(MAX_SHARE_PCT, rate[0] * cost[0] / 10.0))
+            return True
+        if info.utilisation_pct is None:
+            return False
+        self._note_source(info, spec.name, now, "the whole GPU", "any other work on it "
+                          "included (a high reading); a latency_metric would let the agent "
+                          "read its request rate")
+        self.loads.add(spec.name, now, solo_load_pct(info.utilisation_pct,
+                                                     spec.model or spec.name, *co_runner))
+        return True
+
+    def _alone(self, info: GpuInfo, record: WorkloadRecord,
+               records: list[WorkloadRecord]) -> bool:
+        """Whether every process on GPU ``info`` but an MPS server is ``record``'s or a paused
+        workload's: then the GPU's utilisation is ``record``'s alone."""
+        if record.pid is None:
+            return False
+        members = self.supervisor.backend.members
+        paused = self.supervisor.paused()
+        own = set(members(record.pid))
+        for r in records:
+            if r.spec.gpu == info.index and r.spec.name in paused and r.pid is not None:
+                own.update(members(r.pid))
+        return all(p.mps_server or p.pid in own for p in info.processes)
 
     def _co_runner(self, info: GpuInfo, records: list[WorkloadRecord]) -> tuple[int, float]:
         """The SM share the GPU's running offline clients hold while they run kernels, and
@@ -179,17 +230,22 @@ class NodeObserver:
                 overlap = max(overlap, min(1.0, util / 100.0))
         return held, overlap
 
-    def _note_whole_gpu(self, info: GpuInfo, name: str, now: float) -> None:
-        """Say once per service that its load is read as the whole GPU's utilisation."""
-        if name in self._whole_gpu:
+    def _note_source(self, info: GpuInfo, name: str, now: float, source: str,
+                     detail: str, basis: str = "") -> None:
+        """Log where a service's load is read from, and on what ``basis``, when that changes
+        (the first time too where it is not its own processes' utilisation)."""
+        last = self._source.get(name)
+        self._source[name] = f"{source} ({basis})"
+        if last == self._source[name] or (last is None and source == "its processes' "
+                                          "utilisation"):
             return
-        self._whole_gpu.add(name)
         why = ("NVML samples MPS clients on the MPS server's pid" if any(
             p.mps_client for p in info.processes) else "NVML has no sample of its processes")
-        self.supervisor.store.event(
-            now, name, "load from the whole GPU",
-            detail=f"{why}: its load on GPU {info.index} is read as the GPU's utilisation, "
-                   "any other work on it included (a high reading)")
+        text = f"its load on GPU {info.index} is read from {source}"
+        if source != "its processes' utilisation":
+            text = f"{why}: {text}"
+        self.supervisor.store.event(now, name, f"load from {source.removeprefix('its ')}",
+                                    detail=text + (f": {detail}" if detail else ""))
 
     def _error(self, gpu: int, now: float, text: str) -> None:
         if self._errors.get(gpu) != text:
