@@ -8,8 +8,10 @@ from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from cotenant.agent.colocation import Enforcer, GpuAction
+from cotenant.agent.latency import RequestWindow
 from cotenant.agent.state import Status
 from cotenant.perf import mps
 from cotenant.perf.interference import interference
@@ -141,6 +143,24 @@ def test_under_nvmls_mps_sampling_the_same_service_gets_every_sm_it_can(
     assert info.utilisation_pct is not None
     assert info.utilisation_pct >= 67.0  # train's 60 and the service's 7, at least
     assert node.share() == MAX_SHARE_PCT > needed(0.07, 60.0)
+
+
+def test_under_nvmls_mps_sampling_a_request_rate_sizes_the_share_on_the_services_load(
+    tmp_path: Path,
+) -> None:
+    """The same node, the service serving 5 requests a second at 14 ms each alone
+    (``solo_ms``): its load is read as 7 %, and the share is sized for that, as with
+    per-client samples."""
+    node = Node(tmp_path, dynamic(), {**WEB, "slo_ms": 60, "solo_ms": 14.0}, OFFLINE,
+                per_client_util=False)
+    node.agent.node.set_util(node.pid("web"), 7.0)
+    for _ in range(1200):
+        now = node.agent.clock()
+        node.observer.count([RequestWindow("web", 2.5, now - 0.5, now)])
+        node.run(0.5)
+    assert node.rows().obs.load[0] == pytest.approx(0.07)
+    assert node.share() == needed(0.07, 60.0) < MAX_SHARE_PCT
+    assert node.train() == (Status.RUNNING, MAX_SHARE_PCT - needed(0.07, 60.0))
 
 
 def action(gpu: int = 0, share: int = 50, before: int = 50, restart: bool = False,

@@ -447,3 +447,32 @@ def test_proxy_settings_are_ignored(
     for name in ("http_proxy", "HTTP_PROXY"):
         monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
     assert "req_seconds_bucket" in http_get(url, 2.0)
+
+
+def test_under_mps_the_agent_reads_the_load_from_the_histograms_request_count(
+    tmp_path: Path,
+) -> None:
+    """End to end: NVML samples the MPS clients on their server (as on a GPU), and the
+    agent reads the service's load from the requests its histogram counted: 60 requests a
+    second at the spec's 5 ms each is 30 %, the offline job's work not counted."""
+    clock = ManualClock(1000.0)
+    node = FakeNode.build("A100-40GB", 1, clock, per_client_util=False)
+    pages = Pages()
+    service = AgentService(node, tmp_path, fixed(50, scrape_s=0.5), clock=clock,
+                           fetch=pages, executor=INLINE)
+    try:
+        service.submit({**ONLINE, "slo_ms": 200, "solo_ms": 5.0, "latency_metric": METRIC})
+        service.submit(OFFLINE)
+        service.tick()  # starts both, and the first read: a baseline
+        for _ in range(4):
+            pages.serve(fast=30)
+            clock.advance(0.5)
+            service.tick()
+        [row] = service.observer.rows(clock()).obs.load
+        assert row == pytest.approx(0.3)
+        gpu = node.gpu(0).utilisation_pct
+        assert gpu is not None
+        assert gpu > 80.0  # what the agent read before: train's work too
+        assert "load from request rate" in [e.kind for e in service.store.events("web")]
+    finally:
+        service.close()
