@@ -236,3 +236,20 @@ def test_a_rate_yaml_reads_as_text_is_a_number() -> None:
     with pytest.raises(InputError, match="must be >= 0"):
         parse_spec({**SPEC, "services": [{"name": "a", "model": "m", "rate": "-1e3",
                                           "sloMs": 50}]})
+
+
+@pytest.mark.parametrize(("demand", "rate", "where"), [
+    ([100.0, float("nan")], [[100] * 5, [100] * 5], "partition problem.demand['s1']"),
+    ([float("inf"), 1.0], [[100] * 5, [100] * 5], "partition problem.demand['s0']"),
+    ([-5.0, 1.0], [[100] * 5, [100] * 5], "partition problem.demand['s0']"),
+    ([1.0, 1.0], [[100] * 5, [100, 100, float("nan"), 100, 100]], "partition problem.rate['s1']"),
+    ([1.0, 1.0], [[100] * 5, [100, 100, -1, 100, 100]], "partition problem.rate['s1']"),
+    ([1.0, 1.0], [[100] * 5], "partition problem.rate"),
+])
+def test_a_demand_or_rate_that_is_no_figure_is_a_one_line_error_naming_the_service(
+    demand: list[float], rate: list[list[float]], where: str,
+) -> None:
+    """A NaN demand was planned as none, silently; now it names the service."""
+    with pytest.raises(InputError) as err:
+        problem(demand, rate)
+    assert err.value.where == where

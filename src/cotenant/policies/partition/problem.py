@@ -28,7 +28,7 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-from cotenant.errors import InfeasibleError
+from cotenant.errors import InfeasibleError, InputError
 from cotenant.model.deployment import GpuPlan
 from cotenant.model.mig import MigGeometry, MigLayout, MigPlacement
 
@@ -75,6 +75,19 @@ def unmet(capacity: float, demand: float) -> bool:
     return capacity < demand - TOLERANCE * max(1.0, demand)
 
 
+def _check_figures(name: str, services: tuple[str, ...], values: FloatArray) -> None:
+    """An :class:`InputError` naming the first service whose ``name`` figure is not a finite
+    number >= 0 (a NaN demand would be planned as none, silently)."""
+    if values.shape[:1] != (len(services),):
+        raise InputError(f"partition problem.{name}", f"has {values.shape[:1]} rows for "
+                         f"{len(services)} services")
+    bad = ~(np.isfinite(values) & (values >= 0.0))
+    if bad.any():
+        row = int(np.argwhere(bad)[0][0])
+        raise InputError(f"partition problem.{name}[{services[row]!r}]",
+                         "must be a finite number >= 0")
+
+
 @dataclass(frozen=True)
 class PartitionProblem:
     """Services x profiles rates, demands, and the layouts to choose from."""
@@ -98,6 +111,8 @@ class PartitionProblem:
         return float(self.other_rates.get((self.services[service], profile), 0.0))
 
     def __post_init__(self) -> None:
+        _check_figures("demand", self.services, np.asarray(self.demand, dtype=np.float64))
+        _check_figures("rate", self.services, np.asarray(self.rate, dtype=np.float64))
         demand = np.where(self.demand < MIN_DEMAND, 0.0, self.demand).astype(np.float64)
         object.__setattr__(self, "demand", demand)
         if not self.layouts:
