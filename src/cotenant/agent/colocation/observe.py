@@ -34,19 +34,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cotenant.agent.backends.base import DeviceInventory, GpuInfo, workload_sm_util
-from cotenant.agent.colocation.load import (
-    LoadWindows,
-    RequestCosts,
-    RequestRates,
-    solo_load_pct,
-)
+from cotenant.agent.backends.base import DeviceInventory
 from cotenant.agent.colocation.reports import P99Reports
+from cotenant.agent.colocation.sampling import LoadSampler
 from cotenant.agent.latency import RequestWindow
 from cotenant.agent.records import Status, WorkloadRecord
 from cotenant.agent.spec import Role, WorkloadSpec
 from cotenant.agent.supervisor import NODE, Supervisor
-from cotenant.errors import CotenantError, InputError
+from cotenant.errors import InputError
 from cotenant.perf import mps
 from cotenant.perf.interference import Interference
 from cotenant.policies.colocation import (
@@ -109,27 +104,21 @@ class NodeObserver:
         self.stretch = calibration.predicted_stretch(policy.mechanism)
         guard = guard_settings(policy)
         self.reports = P99Reports(supervisor.store, guard.settle_s, guard.stale_s)
-        self.loads = LoadWindows(policy.load_window_s)
-        self.rates = RequestRates(guard.stale_s)
-        self.costs = RequestCosts()
-        self._min_requests = guard.min_requests
+        self.sampler = LoadSampler(supervisor, inventory, policy.load_window_s, guard)
+        self.loads = self.sampler.loads
         self._errors: dict[int, str] = {}
-        self._source: dict[str, str] = {}
-        """Per online service, where its load was last read from (logged when it changes)."""
         self._pairs: dict[RowKey, tuple[Hashable, int, float]] = {}
         """Per row, its offline work, that pair's number and since when it is there."""
 
     def forget(self) -> None:
         """Start afresh (the wall clock stepped back: the windows mean nothing now)."""
-        self.loads.clear()
+        self.sampler.forget()
         self.reports.clear()
-        self.rates.clear()
         self._pairs.clear()
 
     def count(self, windows: list[RequestWindow]) -> None:
         """Take in the request counts of closed latency windows."""
-        for window in windows:
-            self.rates.add(window)
+        self.sampler.count(windows)
 
     def _records(self) -> list[WorkloadRecord]:
         return [r for r in self.supervisor.store.all() if r.spec.mig_instance is None]
@@ -140,112 +129,15 @@ class NodeObserver:
         return self.rows(now)
 
     def sample(self, now: float) -> None:
-        """Read each running online service's load from NVML."""
-        try:
-            gpus = self.inventory.gpus()
-        except CotenantError as exc:
-            self.supervisor.store.event(now, NODE, "nvml error", detail=exc.one_line())
-            return
+        """Read each running online service's load (:class:`LoadSampler`)."""
         records = self._records()
-        online = [r for r in records if r.spec.role is Role.ONLINE and r.status is Status.RUNNING]
-        names = {r.spec.name for r in online}
-        for part in (self.loads, self.reports, self.rates, self.costs):
-            part.keep(names)
-        self._source = {n: v for n, v in self._source.items() if n in names}
-        for info in gpus:
-            here = [r for r in online if r.spec.gpu == info.index]
-            if not here:
-                self._errors.pop(info.index, None)
-                continue
-            co_runner = self._co_runner(info, records)
-            alone = len(here) == 1 and self._alone(info, here[0], records)
-            unknown = [r.spec.name for r in here
-                       if not self._sample(info, r, now, co_runner, alone)]
-            if unknown:
-                self._error(info.index, now, f"GPU {info.index} reports no utilisation for "
-                            f"{unknown[0]!r} (MIG mode?): its load is unknown")
-
-    def _sample(self, info: GpuInfo, record: WorkloadRecord, now: float,
-                co_runner: tuple[int, float], alone: bool) -> bool:
-        """Add online service ``record``'s load sample on ``info``; False where none can be
-        read. Alone on the GPU, the GPU's utilisation teaches its GPU time per request."""
-        spec = record.spec
-        rate = self.rates.rate(spec.name, now)
-        if alone and rate is not None and rate[1] >= self._min_requests \
-                and info.utilisation_pct is not None:
-            self.costs.learn(spec.name, info.utilisation_pct, rate[0])
-        per_pid = {p.pid: p.sm_util_pct for p in info.processes}
-        util = None if record.pid is None else workload_sm_util(
-            record.pid, per_pid, self.supervisor.backend.members)
-        if util is not None:
-            self._note_source(info, spec.name, now, "its processes' utilisation", "")
-            self.loads.add(spec.name, now, solo_load_pct(util, spec.model or spec.name,
-                                                         *co_runner))
-            return True
-        cost = self.costs.cost(spec)
-        if rate is not None and cost is not None:
-            self._note_source(info, spec.name, now, "its request rate",
-                              f"{cost[0]:.4g} ms per request ({cost[1]})", basis=cost[1])
-            self.loads.add(spec.name, now, min(MAX_SHARE_PCT, rate[0] * cost[0] / 10.0))
-            return True
-        if info.utilisation_pct is None:
-            return False
-        self._note_source(info, spec.name, now, "the whole GPU", "any other work on it "
-                          "included (a high reading); a latency_metric would let the agent "
-                          "read its request rate")
-        self.loads.add(spec.name, now, solo_load_pct(info.utilisation_pct,
-                                                     spec.model or spec.name, *co_runner))
-        return True
-
-    def _alone(self, info: GpuInfo, record: WorkloadRecord,
-               records: list[WorkloadRecord]) -> bool:
-        """Whether every process on GPU ``info`` but an MPS server is ``record``'s or a paused
-        workload's: then the GPU's utilisation is ``record``'s alone."""
-        if record.pid is None:
-            return False
-        members = self.supervisor.backend.members
-        paused = self.supervisor.paused()
-        own = set(members(record.pid))
-        for r in records:
-            if r.spec.gpu == info.index and r.spec.name in paused and r.pid is not None:
-                own.update(members(r.pid))
-        return all(p.mps_server or p.pid in own for p in info.processes)
-
-    def _co_runner(self, info: GpuInfo, records: list[WorkloadRecord]) -> tuple[int, float]:
-        """The SM share the GPU's running offline clients hold while they run kernels, and
-        how much of the time they do. With several, the largest of each: their MPS shares are
-        caps, not reservations, and their busy times overlap by an unknown amount, so this
-        slows the online service least (its load read highest, the safe side)."""
-        per_pid = {p.pid: p.sm_util_pct for p in info.processes}
-        paused = self.supervisor.paused()
-        held, overlap = 0, 0.0
-        for r in records:
-            if (r.spec.gpu != info.index or r.spec.role is not Role.OFFLINE
-                    or r.status is not Status.RUNNING or r.applied_pct is None
-                    or r.pid is None or r.spec.name in paused):
-                continue
-            util = workload_sm_util(r.pid, per_pid, self.supervisor.backend.members)
-            if util is not None and util > 0.0:
-                held = max(held, r.applied_pct)
-                overlap = max(overlap, min(1.0, util / 100.0))
-        return held, overlap
-
-    def _note_source(self, info: GpuInfo, name: str, now: float, source: str,
-                     detail: str, basis: str = "") -> None:
-        """Log where a service's load is read from, and on what ``basis``, when that changes
-        (the first time too where it is not its own processes' utilisation)."""
-        last = self._source.get(name)
-        self._source[name] = f"{source} ({basis})"
-        if last == self._source[name] or (last is None and source == "its processes' "
-                                          "utilisation"):
-            return
-        why = ("NVML samples MPS clients on the MPS server's pid" if any(
-            p.mps_client for p in info.processes) else "NVML has no sample of its processes")
-        text = f"its load on GPU {info.index} is read from {source}"
-        if source != "its processes' utilisation":
-            text = f"{why}: {text}"
-        self.supervisor.store.event(now, name, f"load from {source.removeprefix('its ')}",
-                                    detail=text + (f": {detail}" if detail else ""))
+        self.reports.keep({r.spec.name for r in records if r.spec.role is Role.ONLINE
+                           and r.status is Status.RUNNING})
+        for gpu, text in self.sampler.sample(now, records).items():
+            if text is None:
+                self._errors.pop(gpu, None)
+            else:
+                self._error(gpu, now, text)
 
     def _error(self, gpu: int, now: float, text: str) -> None:
         if self._errors.get(gpu) != text:

@@ -1,0 +1,162 @@
+"""An online service's load sample at each decision, from the best reading the node has.
+
+Where NVML samples the service's processes, their utilisation (read back to a solo duty
+through the model's speed beside the co-runner, :func:`~.load.solo_load_pct`); where it
+samples none of them (under MPS: NVML samples MPS clients on the MPS server's pid), its
+request rate times its GPU time per request (:class:`~.load.RequestRates`,
+:class:`~.load.RequestCosts`), the GPU's utilisation while it runs alone teaching that time;
+where neither is known, the whole GPU's utilisation (a high reading). Where the load is read
+from is logged when it changes. Internal to :mod:`.observe`.
+"""
+
+from __future__ import annotations
+
+from cotenant.agent.backends.base import DeviceInventory, GpuInfo, workload_sm_util
+from cotenant.agent.colocation.load import (
+    LoadWindows,
+    RequestCosts,
+    RequestRates,
+    solo_load_pct,
+)
+from cotenant.agent.latency import RequestWindow
+from cotenant.agent.records import Status, WorkloadRecord
+from cotenant.agent.spec import Role
+from cotenant.agent.supervisor import NODE, Supervisor
+from cotenant.errors import CotenantError
+from cotenant.policies.colocation import MAX_SHARE_PCT, GuardSettings
+
+
+class LoadSampler:
+    """Each running online service's load samples, kept over the policy's load window."""
+
+    def __init__(self, supervisor: Supervisor, inventory: DeviceInventory, window_s: float,
+                 guard: GuardSettings) -> None:
+        self.supervisor = supervisor
+        self.inventory = inventory
+        self.loads = LoadWindows(window_s)
+        self.rates = RequestRates(guard.stale_s)
+        self.costs = RequestCosts()
+        self._min_requests = guard.min_requests
+        self._source: dict[str, str] = {}
+        """Per online service, where its load was last read from (logged when it changes)."""
+
+    def count(self, windows: list[RequestWindow]) -> None:
+        """Take in the request counts of closed latency windows."""
+        for window in windows:
+            self.rates.add(window)
+
+    def forget(self) -> None:
+        """Start afresh (the wall clock stepped back: the windows mean nothing now)."""
+        self.loads.clear()
+        self.rates.clear()
+
+    def sample(self, now: float, records: list[WorkloadRecord]) -> dict[int, str | None]:
+        """Read the load of each running online service of ``records``. Per GPU, why a load
+        could not be read, or None for a GPU with no online service (GPUs whose loads were
+        all read are left out)."""
+        try:
+            gpus = self.inventory.gpus()
+        except CotenantError as exc:
+            self.supervisor.store.event(now, NODE, "nvml error", detail=exc.one_line())
+            return {}
+        online = [r for r in records if r.spec.role is Role.ONLINE and r.status is Status.RUNNING]
+        names = {r.spec.name for r in online}
+        for part in (self.loads, self.rates, self.costs):
+            part.keep(names)
+        self._source = {n: v for n, v in self._source.items() if n in names}
+        out: dict[int, str | None] = {}
+        for info in gpus:
+            here = [r for r in online if r.spec.gpu == info.index]
+            if not here:
+                out[info.index] = None
+                continue
+            co_runner = self._co_runner(info, records)
+            alone = len(here) == 1 and self._alone(info, here[0], records)
+            unknown = [r.spec.name for r in here
+                       if not self._sample(info, r, now, co_runner, alone)]
+            if unknown:
+                out[info.index] = (f"GPU {info.index} reports no utilisation for "
+                                   f"{unknown[0]!r} (MIG mode?): its load is unknown")
+        return out
+
+    def _sample(self, info: GpuInfo, record: WorkloadRecord, now: float,
+                co_runner: tuple[int, float], alone: bool) -> bool:
+        """Add online service ``record``'s load sample on ``info``; False where none can be
+        read. Alone on the GPU, the GPU's utilisation teaches its GPU time per request."""
+        spec = record.spec
+        rate = self.rates.rate(spec.name, now)
+        if alone and rate is not None and rate[1] >= self._min_requests \
+                and info.utilisation_pct is not None:
+            self.costs.learn(spec.name, info.utilisation_pct, rate[0])
+        per_pid = {p.pid: p.sm_util_pct for p in info.processes}
+        util = None if record.pid is None else workload_sm_util(
+            record.pid, per_pid, self.supervisor.backend.members)
+        if util is not None:
+            self._note_source(info, spec.name, now, "its processes' utilisation", "")
+            self.loads.add(spec.name, now, solo_load_pct(util, spec.model or spec.name,
+                                                         *co_runner))
+            return True
+        cost = self.costs.cost(spec)
+        if rate is not None and cost is not None:
+            self._note_source(info, spec.name, now, "its request rate",
+                              f"{cost[0]:.4g} ms per request ({cost[1]})", basis=cost[1])
+            self.loads.add(spec.name, now, min(MAX_SHARE_PCT, rate[0] * cost[0] / 10.0))
+            return True
+        if info.utilisation_pct is None:
+            return False
+        self._note_source(info, spec.name, now, "the whole GPU", "any other work on it "
+                          "included (a high reading); a latency_metric would let the agent "
+                          "read its request rate")
+        self.loads.add(spec.name, now, solo_load_pct(info.utilisation_pct,
+                                                     spec.model or spec.name, *co_runner))
+        return True
+
+    def _alone(self, info: GpuInfo, record: WorkloadRecord,
+               records: list[WorkloadRecord]) -> bool:
+        """Whether every process on GPU ``info`` but an MPS server is ``record``'s or a paused
+        workload's: then the GPU's utilisation is ``record``'s alone."""
+        if record.pid is None:
+            return False
+        members = self.supervisor.backend.members
+        paused = self.supervisor.paused()
+        own = set(members(record.pid))
+        for r in records:
+            if r.spec.gpu == info.index and r.spec.name in paused and r.pid is not None:
+                own.update(members(r.pid))
+        return all(p.mps_server or p.pid in own for p in info.processes)
+
+    def _co_runner(self, info: GpuInfo, records: list[WorkloadRecord]) -> tuple[int, float]:
+        """The SM share the GPU's running offline clients hold while they run kernels, and
+        how much of the time they do. With several, the largest of each: their MPS shares are
+        caps, not reservations, and their busy times overlap by an unknown amount, so this
+        slows the online service least (its load read highest, the safe side)."""
+        per_pid = {p.pid: p.sm_util_pct for p in info.processes}
+        paused = self.supervisor.paused()
+        held, overlap = 0, 0.0
+        for r in records:
+            if (r.spec.gpu != info.index or r.spec.role is not Role.OFFLINE
+                    or r.status is not Status.RUNNING or r.applied_pct is None
+                    or r.pid is None or r.spec.name in paused):
+                continue
+            util = workload_sm_util(r.pid, per_pid, self.supervisor.backend.members)
+            if util is not None and util > 0.0:
+                held = max(held, r.applied_pct)
+                overlap = max(overlap, min(1.0, util / 100.0))
+        return held, overlap
+
+    def _note_source(self, info: GpuInfo, name: str, now: float, source: str,
+                     detail: str, basis: str = "") -> None:
+        """Log where a service's load is read from, and on what ``basis``, when that changes
+        (the first time too where it is not its own processes' utilisation)."""
+        last = self._source.get(name)
+        self._source[name] = f"{source} ({basis})"
+        if last == self._source[name] or (last is None and source == "its processes' "
+                                          "utilisation"):
+            return
+        why = ("NVML samples MPS clients on the MPS server's pid" if any(
+            p.mps_client for p in info.processes) else "NVML has no sample of its processes")
+        text = f"its load on GPU {info.index} is read from {source}"
+        if source != "its processes' utilisation":
+            text = f"{why}: {text}"
+        self.supervisor.store.event(now, name, f"load from {source.removeprefix('its ')}",
+                                    detail=text + (f": {detail}" if detail else ""))
