@@ -2,7 +2,8 @@
 
 Per GPU: utilisation, memory used and total, the online SM share in force, MPS daemon restarts.
 Per node: the compute guard's pauses, throttles and evictions; per online service, the last
-p99 the guard got (reported, or read from the service's latency histogram); a histogram of
+p99 the guard got (reported, or read from the service's latency histogram) and its last solo
+load sample with what it was read from (:mod:`.colocation.sampling`); a histogram of
 how long offline jobs are down per start and per share change (:mod:`.downtime`, observed as
 each is measured, so it restarts with the agent as Prometheus counters do).
 Per workload: up (1 while running), paused (1 while the guard pauses it), the SM share its
@@ -67,6 +68,10 @@ class AgentMetrics:
         self.p99 = Gauge("cotenant_online_p99_ms", "Last p99 an online service reported or "
                          "the agent read from its latency histogram (fresh ones only)",
                          ["workload"], registry=r)
+        self.load = Gauge("cotenant_online_load_percent", "An online service's last solo load "
+                          "sample, percent of a whole GPU, and what it was read from: its "
+                          "processes' utilisation, its request rate, or the whole GPU's "
+                          "utilisation", ["workload", "source"], registry=r)
         self.downtime = Histogram(
             "cotenant_offline_downtime_seconds", "Seconds an offline job was down, from its "
             "spawn (kind=start) or the SIGTERM of a share change (kind=share change) until "
@@ -99,11 +104,12 @@ class AgentMetrics:
         guard_actions: Mapping[str, int] | None = None,
         p99_ms: Mapping[str, float] | None = None,
         paused: Collection[str] = (),
+        loads: Mapping[str, tuple[float, str]] | None = None,
     ) -> None:
         """Replace every value by the snapshot's (``gpus=None``: keep the last GPU values)."""
         with self._lock:
             self._update(gpus, records, faults, shares, mps_restarts, guard_actions, p99_ms,
-                         paused)
+                         paused, loads or {})
 
     def _update(
         self,
@@ -115,6 +121,7 @@ class AgentMetrics:
         guard_actions: Mapping[str, int] | None,
         p99_ms: Mapping[str, float] | None,
         paused: Collection[str],
+        loads: Mapping[str, tuple[float, str]],
     ) -> None:
         if gpus is not None:
             for gauge in (self.gpu_util, self.gpu_mem, self.gpu_mem_total):
@@ -126,7 +133,7 @@ class AgentMetrics:
                 self.gpu_mem.labels(label).set(info.memory_used_mib)
                 self.gpu_mem_total.labels(label).set(info.memory_total_mib)
         for gauge in (self.gpu_share, self.mps_restarts, self.up, self.paused, self.share,
-                      self.restarts, self.faults, self.p99):
+                      self.restarts, self.faults, self.p99, self.load):
             gauge.clear()
         for gpu, share in shares.items():
             self.gpu_share.labels(str(gpu)).set(share)
@@ -145,6 +152,8 @@ class AgentMetrics:
             self.faults.labels(name, fault).set(count)
         for name, value in (p99_ms or {}).items():
             self.p99.labels(name).set(value)
+        for name, (pct, source) in loads.items():
+            self.load.labels(name, source).set(pct)
         for action, count in (guard_actions or {}).items():
             self.guard.labels(action).set(count)
 

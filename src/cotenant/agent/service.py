@@ -181,7 +181,7 @@ class AgentService:
             self.metrics.update(gpus, self.store.all(), self.store.fault_counts(),
                                 self.colocation.shares, self.mps.restarts,
                                 self.colocation.counts, self.observer.reports.latest(now),
-                                self.supervisor.paused())
+                                self.supervisor.paused(), self.observer.sampler.latest())
             self.metrics.update_state(self.store.errors, bool(self.store.degraded),
                                       len(self.store.quarantined), self.store.events_dropped)
             self._gpu_view = self._gpu_dicts(self._gpus)

@@ -474,5 +474,8 @@ def test_under_mps_the_agent_reads_the_load_from_the_histograms_request_count(
         assert gpu is not None
         assert gpu > 80.0  # what the agent read before: train's work too
         assert "load from request rate" in [e.kind for e in service.store.events("web")]
+        service.tick()
+        text = service.metrics_text().decode()
+        assert 'cotenant_online_load_percent{source="requests",workload="web"} 30.0' in text
     finally:
         service.close()

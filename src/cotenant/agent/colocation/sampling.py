@@ -39,11 +39,23 @@ class LoadSampler:
         self._min_requests = guard.min_requests
         self._source: dict[str, str] = {}
         """Per online service, where its load was last read from (logged when it changes)."""
+        self._kind: dict[str, str] = {}
+        """The same as a metric label: ``processes``, ``requests`` or ``gpu``."""
 
     def count(self, windows: list[RequestWindow]) -> None:
         """Take in the request counts of closed latency windows."""
         for window in windows:
             self.rates.add(window)
+
+    def latest(self) -> dict[str, tuple[float, str]]:
+        """Per online service, its last load sample (percent) and what it was read from
+        (``processes``, ``requests`` or ``gpu``), for the metrics."""
+        out = {}
+        for name, kind in self._kind.items():
+            last = self.loads.last(name)
+            if last is not None:
+                out[name] = (last, kind)
+        return out
 
     def forget(self) -> None:
         """Start afresh (the wall clock stepped back: the windows mean nothing now)."""
@@ -64,6 +76,7 @@ class LoadSampler:
         for part in (self.loads, self.rates, self.costs):
             part.keep(names)
         self._source = {n: v for n, v in self._source.items() if n in names}
+        self._kind = {n: v for n, v in self._kind.items() if n in names}
         out: dict[int, str | None] = {}
         for info in gpus:
             here = [r for r in online if r.spec.gpu == info.index]
@@ -92,18 +105,21 @@ class LoadSampler:
         util = None if record.pid is None else workload_sm_util(
             record.pid, per_pid, self.supervisor.backend.members)
         if util is not None:
+            self._kind[spec.name] = "processes"
             self._note_source(info, spec.name, now, "its processes' utilisation", "")
             self.loads.add(spec.name, now, solo_load_pct(util, spec.model or spec.name,
                                                          *co_runner))
             return True
         cost = self.costs.cost(spec)
         if rate is not None and cost is not None:
+            self._kind[spec.name] = "requests"
             self._note_source(info, spec.name, now, "its request rate",
                               f"{cost[0]:.4g} ms per request ({cost[1]})", basis=cost[1])
             self.loads.add(spec.name, now, min(MAX_SHARE_PCT, rate[0] * cost[0] / 10.0))
             return True
         if info.utilisation_pct is None:
             return False
+        self._kind[spec.name] = "gpu"
         self._note_source(info, spec.name, now, "the whole GPU", "any other work on it "
                           "included (a high reading); a latency_metric would let the agent "
                           "read its request rate")
