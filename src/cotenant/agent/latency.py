@@ -21,7 +21,7 @@ Each report says when its window began (when the read before it was started), an
 takes only reports whose window began after its last action on the GPU. Every closed window
 also gives its request count (:class:`RequestWindow`, :meth:`LatencyScraper.take_windows`),
 one dropped for too few requests included: where NVML samples no process of a service (under
-MPS), the agent reads its load from that rate (:mod:`cotenant.agent.colocation.load`).
+MPS), the agent reads its load from that rate (:mod:`cotenant.agent.colocation.rates`).
 
 Reads run on daemon threads, one per service at a time, never on the reconcile loop: a tick
 takes in the reads that have finished and hands out those due, so a slow, unreachable or

@@ -106,8 +106,8 @@ class WorkloadSpec:
 
     ``solo_ms`` is an online service's GPU time per request alone on the whole GPU (its
     utilisation over its request rate, measured alone): where NVML samples none of its
-    processes (under MPS) the agent reads its load as its request rate times this
-    (:mod:`cotenant.agent.colocation.load`)."""
+    processes (under MPS) the agent reads its load as its request rate (from
+    ``latency_metric``) times this (:mod:`cotenant.agent.colocation.rates`)."""
 
     name: str
     argv: tuple[str, ...]
@@ -184,6 +184,9 @@ class WorkloadSpec:
         if solo is not None:
             if role is not Role.ONLINE:
                 raise InputError(f"{where}.solo_ms", "only an online service has one")
+            if metric is None:
+                raise InputError(f"{where}.solo_ms", "needs a latency_metric: the request "
+                                 "rate it multiplies is read from that histogram")
             solo = _slo(solo, f"{where}.solo_ms")
         return WorkloadSpec(name, argv, role, gpu, share, mem, _env(data.get("env", {}), where),
                             _text(data.get("model", ""), f"{where}.model"),

@@ -19,6 +19,7 @@ from cotenant.policies.colocation import COLOCATION, ColocationPolicy, DynamicSh
 from cotenant.policies.colocation.contract import MAX_SHARE_PCT
 
 from .harness import OFFLINE, WEB, Node, make_agent
+from .test_latency import METRIC
 
 RESNET = mps.model_index("resnet50")
 STRETCH = interference().predicted_stretch("mps")
@@ -151,8 +152,8 @@ def test_under_nvmls_mps_sampling_a_request_rate_sizes_the_share_on_the_services
     """The same node, the service serving 5 requests a second at 14 ms each alone
     (``solo_ms``): its load is read as 7 %, and the share is sized for that, as with
     per-client samples."""
-    node = Node(tmp_path, dynamic(), {**WEB, "slo_ms": 60, "solo_ms": 14.0}, OFFLINE,
-                per_client_util=False)
+    node = Node(tmp_path, dynamic(), {**WEB, "slo_ms": 60, "solo_ms": 14.0,
+                                      "latency_metric": METRIC}, OFFLINE, per_client_util=False)
     node.agent.node.set_util(node.pid("web"), 7.0)
     for _ in range(1200):
         now = node.agent.clock()

@@ -3,21 +3,19 @@
 Where NVML samples the service's processes, their utilisation (read back to a solo duty
 through the model's speed beside the co-runner, :func:`~.load.solo_load_pct`); where it
 samples none of them (under MPS: NVML samples MPS clients on the MPS server's pid), its
-request rate times its GPU time per request (:class:`~.load.RequestRates`,
-:class:`~.load.RequestCosts`), the GPU's utilisation while it runs alone teaching that time;
-where neither is known, the whole GPU's utilisation (a high reading). Where the load is read
-from is logged when it changes. Internal to :mod:`.observe`.
+request rate times its GPU time per request (:mod:`.rates`), the GPU's utilisation while it
+runs alone teaching that time; where neither is known, the whole GPU's utilisation (a high
+reading). Where the load is read from is logged when it changes. Internal to
+:mod:`.observe`.
 """
 
 from __future__ import annotations
 
+from collections import deque
+
 from cotenant.agent.backends.base import DeviceInventory, GpuInfo, workload_sm_util
-from cotenant.agent.colocation.load import (
-    LoadWindows,
-    RequestCosts,
-    RequestRates,
-    solo_load_pct,
-)
+from cotenant.agent.colocation.load import LoadWindows, solo_load_pct
+from cotenant.agent.colocation.rates import Rate, RequestCosts, RequestRates, longest_window_s
 from cotenant.agent.latency import RequestWindow
 from cotenant.agent.records import Status, WorkloadRecord
 from cotenant.agent.spec import Role
@@ -34,9 +32,14 @@ class LoadSampler:
         self.supervisor = supervisor
         self.inventory = inventory
         self.loads = LoadWindows(window_s)
-        self.rates = RequestRates(guard.stale_s)
+        self.rates = RequestRates(longest_window_s(guard))
         self.costs = RequestCosts()
         self._min_requests = guard.min_requests
+        self._alone: dict[int, deque[tuple[float, float | None, str | None]]] = {}
+        """Per GPU, its utilisation at each sample and the online service alone on it then
+        (None: not alone), over the last longest window and second."""
+        self._learned_until: dict[str, float] = {}
+        """Per service, the end of the newest window a time per request was measured on."""
         self._source: dict[str, str] = {}
         """Per online service, where its load was last read from (logged when it changes)."""
         self._kind: dict[str, str] = {}
@@ -61,6 +64,8 @@ class LoadSampler:
         """Start afresh (the wall clock stepped back: the windows mean nothing now)."""
         self.loads.clear()
         self.rates.clear()
+        self._alone.clear()
+        self._learned_until.clear()
 
     def sample(self, now: float, records: list[WorkloadRecord]) -> dict[int, str | None]:
         """Read the load of each running online service of ``records``. Per GPU, why a load
@@ -77,6 +82,7 @@ class LoadSampler:
             part.keep(names)
         self._source = {n: v for n, v in self._source.items() if n in names}
         self._kind = {n: v for n, v in self._kind.items() if n in names}
+        self._learned_until = {n: v for n, v in self._learned_until.items() if n in names}
         out: dict[int, str | None] = {}
         for info in gpus:
             here = [r for r in online if r.spec.gpu == info.index]
@@ -84,23 +90,41 @@ class LoadSampler:
                 out[info.index] = None
                 continue
             co_runner = self._co_runner(info, records)
-            alone = len(here) == 1 and self._alone(info, here[0], records)
-            unknown = [r.spec.name for r in here
-                       if not self._sample(info, r, now, co_runner, alone)]
+            alone = here[0].spec.name if len(here) == 1 and self._is_alone(
+                info, here[0], records) else None
+            history = self._alone.setdefault(info.index, deque())
+            history.append((now, info.utilisation_pct, alone))
+            while history and history[0][0] < now - self.rates.fresh_s - 1.0:
+                history.popleft()
+            unknown = [r.spec.name for r in here if not self._sample(info, r, now, co_runner)]
             if unknown:
                 out[info.index] = (f"GPU {info.index} reports no utilisation for "
                                    f"{unknown[0]!r} (MIG mode?): its load is unknown")
         return out
 
+    def _learn(self, gpu: int, name: str, rate: Rate) -> None:
+        """Measure ``name``'s GPU time per request on a window not measured on yet, where it
+        ran alone on its GPU at every sample from the covering windows' start on: the GPU's
+        mean utilisation then over the windows' mean rate. Windows of fewer requests than a
+        p99 needs are too noisy."""
+        if rate.until <= self._learned_until.get(name, -float("inf")) \
+                or rate.requests < self._min_requests:
+            return
+        seen = [(alone, util) for t, util, alone in self._alone.get(gpu, ()) if t >= rate.since]
+        if not seen or any(alone != name or util is None for alone, util in seen):
+            return
+        self._learned_until[name] = rate.until
+        busy = sum(util for _, util in seen if util is not None) / len(seen)
+        self.costs.learn(name, busy, rate.mean_per_s)
+
     def _sample(self, info: GpuInfo, record: WorkloadRecord, now: float,
-                co_runner: tuple[int, float], alone: bool) -> bool:
+                co_runner: tuple[int, float]) -> bool:
         """Add online service ``record``'s load sample on ``info``; False where none can be
         read. Alone on the GPU, the GPU's utilisation teaches its GPU time per request."""
         spec = record.spec
         rate = self.rates.rate(spec.name, now)
-        if alone and rate is not None and rate[1] >= self._min_requests \
-                and info.utilisation_pct is not None:
-            self.costs.learn(spec.name, info.utilisation_pct, rate[0])
+        if rate is not None:
+            self._learn(info.index, spec.name, rate)
         per_pid = {p.pid: p.sm_util_pct for p in info.processes}
         util = None if record.pid is None else workload_sm_util(
             record.pid, per_pid, self.supervisor.backend.members)
@@ -115,7 +139,7 @@ class LoadSampler:
             self._kind[spec.name] = "requests"
             self._note_source(info, spec.name, now, "its request rate",
                               f"{cost[0]:.4g} ms per request ({cost[1]})", basis=cost[1])
-            self.loads.add(spec.name, now, min(MAX_SHARE_PCT, rate[0] * cost[0] / 10.0))
+            self.loads.add(spec.name, now, min(MAX_SHARE_PCT, rate.per_s * cost[0] / 10.0))
             return True
         if info.utilisation_pct is None:
             return False
@@ -127,19 +151,22 @@ class LoadSampler:
                                                      spec.model or spec.name, *co_runner))
         return True
 
-    def _alone(self, info: GpuInfo, record: WorkloadRecord,
-               records: list[WorkloadRecord]) -> bool:
-        """Whether every process on GPU ``info`` but an MPS server is ``record``'s or a paused
-        workload's: then the GPU's utilisation is ``record``'s alone."""
+    def _is_alone(self, info: GpuInfo, record: WorkloadRecord,
+                  records: list[WorkloadRecord]) -> bool:
+        """Whether ``record`` is on GPU ``info`` with nothing else that runs kernels: a
+        process of its own is listed, and every other is a paused workload's or an MPS
+        server. Then the GPU's utilisation is ``record``'s."""
         if record.pid is None:
             return False
         members = self.supervisor.backend.members
         paused = self.supervisor.paused()
-        own = set(members(record.pid))
+        mine = set(members(record.pid))
+        others = set()
         for r in records:
             if r.spec.gpu == info.index and r.spec.name in paused and r.pid is not None:
-                own.update(members(r.pid))
-        return all(p.mps_server or p.pid in own for p in info.processes)
+                others.update(members(r.pid))
+        listed = {p.pid for p in info.processes if not p.mps_server}
+        return bool(listed & mine) and listed <= mine | others
 
     def _co_runner(self, info: GpuInfo, records: list[WorkloadRecord]) -> tuple[int, float]:
         """The SM share the GPU's running offline clients hold while they run kernels, and
