@@ -78,8 +78,8 @@ def unmet(capacity: float, demand: float) -> bool:
 def _check_figures(name: str, services: tuple[str, ...], values: FloatArray) -> None:
     """An :class:`InputError` naming the first service whose ``name`` figure is not a finite
     number >= 0 (a NaN demand would be planned as none, silently)."""
-    if values.shape[:1] != (len(services),):
-        raise InputError(f"partition problem.{name}", f"has {values.shape[:1]} rows for "
+    if len(values) != len(services):
+        raise InputError(f"partition problem.{name}", f"has {len(values)} rows for "
                          f"{len(services)} services")
     bad = ~(np.isfinite(values) & (values >= 0.0))
     if bad.any():
@@ -113,6 +113,9 @@ class PartitionProblem:
     def __post_init__(self) -> None:
         _check_figures("demand", self.services, np.asarray(self.demand, dtype=np.float64))
         _check_figures("rate", self.services, np.asarray(self.rate, dtype=np.float64))
+        if np.ndim(self.rate) != 2 or np.shape(self.rate)[1] != len(self.profiles):
+            raise InputError("partition problem.rate", f"has shape {np.shape(self.rate)} for "
+                             f"{len(self.services)} services x {len(self.profiles)} profiles")
         demand = np.where(self.demand < MIN_DEMAND, 0.0, self.demand).astype(np.float64)
         object.__setattr__(self, "demand", demand)
         if not self.layouts:
