@@ -88,6 +88,9 @@ def colocation(
         "the guard's action lands (default 0.089, measured)")] = None,
     calibration: Annotated[str | None, typer.Option(
         help="interference calibration: tally (published, A100) or h200 (measured)")] = None,
+    load_signal: Annotated[str | None, typer.Option(
+        help="the load the policies see: auto (default: counted from the request rate under "
+        "MPS, the service's own otherwise), service, requests or whole-gpu")] = None,
     run_frontier: Annotated[bool, typer.Option(
         "--frontier", help="every setting of every policy: offline work against late "
         "requests")] = False,
@@ -113,7 +116,8 @@ def colocation(
     scenario = scenario.override(
         pods=pods, nodes=nodes, load=load, memory=memory, seed=seed, hours=hours, gpus=gpus,
         load_scale=load_scale, slo_multiple=slo_multiple, reaction_s=reaction_s,
-        calibration=calibration, policies=specs, frontier=run_frontier or None)
+        calibration=calibration, load_signal=load_signal, policies=specs,
+        frontier=run_frontier or None)
     if (workers is not None or ray is not None) and not scenario.frontier:
         raise InputError("--workers/--ray", "spread the frontier's runs; the side-by-side "
                          "policies run in this process", hint="add --frontier")
@@ -177,6 +181,7 @@ def _settings(s: ColocationScenario, work: ColocationWorkload) -> dict[str, obje
         "burst alpha": w.burst_alpha, "offline start (s)": world.offline_start_s,
         "share change (s)": world.share_change_s, "guard reaction (s)": world.reaction_s,
         "calibration": f"{world.calibration} ({world.statistic})",
+        "load signal": world.load_signal,
         "rejected": work.rejected or "none",
     }
 

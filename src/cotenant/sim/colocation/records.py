@@ -1,7 +1,8 @@
 """What a co-location run takes besides the workload and the policy, and what it gives.
 
 :class:`ColocationConfig` is the world a run assumes (fault rates, start and restart costs,
-how long the guard's action takes to land, the calibration); :class:`IntervalState` is what an
+how long the guard's action takes to land, the calibration, the load the policies are
+shown); :class:`IntervalState` is what an
 observer sees after each interval; :class:`ColocationRun` holds the metrics over time and the
 totals, with a JSON-ready summary. SLO misses are counted two ways: per request (the headline:
 the share of all requests slower than their SLO) and per GPU-minute (a minute in which more
@@ -20,6 +21,7 @@ from cotenant.errors import InputError, check_seconds
 from cotenant.perf.interference import SOURCES, STATISTICS
 from cotenant.policies.colocation import GuardSettings
 from cotenant.sim.colocation.faults import FaultRates
+from cotenant.sim.colocation.load_signal import LoadSignal
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -57,6 +59,10 @@ class ColocationConfig:
     """Seconds from the end of the guard's report window until its action lands."""
     calibration: str = "tally"
     statistic: str = "mean"
+    load_signal: str = "auto"
+    """The load the policies are shown (:class:`~cotenant.sim.colocation.load_signal.
+    LoadSignal`): ``auto`` (counted from the request rate under MPS, the service's own
+    otherwise), ``service``, ``requests`` or ``whole-gpu``."""
 
     def __post_init__(self) -> None:
         for name in ("offline_start_s", "share_change_s", "reaction_s"):
@@ -66,6 +72,7 @@ class ColocationConfig:
                              f"{', '.join(SOURCES)}")
         if self.statistic not in STATISTICS:
             raise InputError("statistic", f"{self.statistic!r}; one of {', '.join(STATISTICS)}")
+        LoadSignal.parse(self.load_signal)
 
 
 DEFAULT_CONFIG = ColocationConfig()

@@ -18,7 +18,8 @@ the GenAI trace):
    (:meth:`ColocationPolicy.decide`) is called when the sub-step's first p99 report could
    exist: one report window after the load changed (:func:`report_window_s`: a slow service
    needs longer to collect its requests, and one too slow to fill a window by
-   ``max_window_s`` is never reported). It sees the load measured over that window, the peak
+   ``max_window_s`` is never reported). It sees the load as the node agent could read it
+   (:mod:`.load_signal`: under MPS counted from the request rate), the peak of those readings
    over its load window, that report (the p99 of the state in force during the window), and
    a predicted stretch for the pair (the calibration's mean: it is not told the true one).
    Its actions land ``reaction_s`` later. Requests before that are served in the old state,
@@ -31,7 +32,8 @@ the GenAI trace):
 So no decision reads a load, latency or memory that has not happened yet, and the guard's
 reaction time enters the late requests in proportion. Everything random comes from the
 workload (drawn once, the same for every policy) and from one ``default_rng(seed)`` that
-draws one fault uniform per GPU per interval, also the same for every policy.
+draws one fault uniform per GPU per interval, also the same for every policy; a load
+counted from requests draws from its own stream (:mod:`.load_signal`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from cotenant.perf.predictor import PairPredictor, predictor_for
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy, Matching, Mechanism, need
 from cotenant.policies.colocation.matching import match_max_weight
 from cotenant.sim.colocation.faults import FAULTS, FaultResult, handle_faults
+from cotenant.sim.colocation.load_signal import LoadSignal
 from cotenant.sim.colocation.predict import pair_weights
 from cotenant.sim.colocation.records import (
     DEFAULT_CONFIG,
@@ -93,9 +96,10 @@ def run_colocation(
     ctx = RunContext(work, pol, physics, config, predictor or predictor_for(_TALLY_COLUMN.get(
         pol.mechanism, "mps")),
                physics.predicted_stretch(n), max(1, int(np.ceil(pol.load_window_s / dt))), dt,
-               _admission(work, pol))
+               _admission(work, pol),
+               LoadSignal.parse(config.load_signal).resolve(pol.mechanism))
     rng = np.random.default_rng(seed)
-    st = new_state(ctx)
+    st = new_state(ctx, seed)
     out = Series(work.intervals)
     for t in range(work.intervals):
         _admit(ctx, st, t)

@@ -27,6 +27,8 @@ path), paths are relative to the file. The whole format, with defaults::
       faultScale: 1.0
       calibration: tally    # or h200
       statistic: mean       # or min, max
+      loadSignal: auto      # the load policies see: service, requests (counted from the
+                            # request rate), whole-gpu; auto: requests under MPS, else service
     policies:               # names, or {name: ..., <parameter>: ...}
       - dedicated
       - {name: mps-fixed, share: 75, guard: pause, memory_limit: true}
@@ -48,6 +50,7 @@ from cotenant.perf.interference import SOURCES, STATISTICS
 from cotenant.perf.slo import DEFAULT_MULTIPLE, check_multiple
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy
 from cotenant.sim.colocation.faults import FaultRates
+from cotenant.sim.colocation.load_signal import LoadSignal
 from cotenant.sim.colocation.records import REACTION_S, ColocationConfig
 from cotenant.sim.colocation.workload import ARRIVALS
 from cotenant.traces.bursts import DEFAULT_ALPHA, DEFAULT_SUBSTEPS
@@ -83,6 +86,7 @@ class WorldSpec:
     fault_scale: float = 1.0
     calibration: str = "tally"
     statistic: str = "mean"
+    load_signal: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,8 @@ class ColocationScenario:
         return ColocationConfig(faults=FaultRates().scaled(w.fault_scale),
                                 offline_start_s=w.offline_start_s,
                                 share_change_s=w.share_change_s, reaction_s=w.reaction_s,
-                                calibration=w.calibration, statistic=w.statistic)
+                                calibration=w.calibration, statistic=w.statistic,
+                                load_signal=w.load_signal)
 
     def build_policies(self) -> list[ColocationPolicy]:
         return [p.build(f"policies[{i}]") for i, p in enumerate(self.policies)]
@@ -167,7 +172,8 @@ class ColocationScenario:
 _CAMEL = {"offlineDemand": "offline_demand", "loadScale": "load_scale",
           "sloMultiple": "slo_multiple", "burstAlpha": "burst_alpha",
           "offlineStartS": "offline_start_s", "shareChangeS": "share_change_s",
-          "reactionS": "reaction_s", "faultScale": "fault_scale"}
+          "reactionS": "reaction_s", "faultScale": "fault_scale",
+          "loadSignal": "load_signal"}
 
 
 def _keys(data: dict[str, Any], where: str, allowed: set[str]) -> None:
@@ -273,6 +279,7 @@ def _check(s: ColocationScenario) -> None:
     if world.statistic not in STATISTICS:
         raise InputError("world.statistic", f"{world.statistic!r}; one of "
                          f"{', '.join(STATISTICS)}")
+    LoadSignal.parse(world.load_signal, "world.loadSignal")
     try:
         FaultRates().scaled(world.fault_scale)
     except CotenantError as exc:

@@ -11,8 +11,9 @@ import numpy as np
 import numpy.typing as npt
 
 from cotenant.perf.predictor import PairPredictor
-from cotenant.policies.colocation import ColocationPolicy, GpuState
+from cotenant.policies.colocation import ColocationPolicy, GpuState, GuardSettings
 from cotenant.policies.colocation.share import FixedShare
+from cotenant.sim.colocation.load_signal import SIGNAL_STREAM, LoadSignal, span_steps
 from cotenant.sim.colocation.queue import JobQueue
 from cotenant.sim.colocation.records import ColocationConfig
 from cotenant.sim.colocation.workload import ColocationWorkload
@@ -58,6 +59,12 @@ class RunState:
     pause_from_before: FloatArray = field(default_factory=lambda: np.zeros(0))
     pause_to_before: FloatArray = field(default_factory=lambda: np.zeros(0))
     share_before: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # a signal other than the service's own load: what each GPU was shown over the load
+    # window (n, window); for ``requests`` the true loads the counts reach back over
+    # (series, span steps, newest at ``step``) and the counts' own random stream
+    shown: FloatArray | None = None
+    past: FloatArray | None = None
+    signal_rng: np.random.Generator | None = None
 
 
 @dataclass
@@ -88,6 +95,8 @@ class RunContext:
     dt: float
     admitted: npt.NDArray[np.bool_] | None
     """(series, interval): admission from the load before each interval; None: admit all."""
+    signal: LoadSignal = LoadSignal.SERVICE
+    """The load the policy is shown (resolved: never ``auto``)."""
 
 
 def start_share(policy: ColocationPolicy) -> int:
@@ -95,10 +104,10 @@ def start_share(policy: ColocationPolicy) -> int:
     return policy.share.share if isinstance(policy.share, FixedShare) else 100
 
 
-def new_state(ctx: RunContext) -> RunState:
+def new_state(ctx: RunContext, seed: int = 0) -> RunState:
     w, n = ctx.work, ctx.work.gpus
     never = np.full(n, -np.inf)
-    return RunState(
+    st = RunState(
         n=n, job_on=np.full(n, -1, dtype=np.int64),
         share=np.full(n, start_share(ctx.policy), dtype=np.int64),
         up_at=never.copy(), pause_from=never.copy(), pause_to=never.copy(),
@@ -110,10 +119,21 @@ def new_state(ctx: RunContext) -> RunState:
         sm=np.zeros(n), gain=np.zeros(n), done=np.zeros(n, dtype=np.bool_),
         co=np.zeros(n, dtype=np.bool_),
     )
+    if ctx.signal is not LoadSignal.SERVICE:
+        st.shown = np.zeros((n, ctx.window))
+    if ctx.signal is LoadSignal.REQUESTS:
+        steps = span_steps(ctx.policy.guard or GuardSettings(), ctx.dt)
+        # before the run, each service ran at its first load
+        st.past = np.repeat(series_load(w, 0, 0)[:, None], steps, axis=1)
+        st.signal_rng = np.random.default_rng([seed, SIGNAL_STREAM])
+    return st
 
 
 def seen_peak(ctx: RunContext, st: RunState) -> FloatArray:
-    """Each GPU's peak load over the last window of sub-steps (kept per load series)."""
+    """Each GPU's peak load over the last window of sub-steps, as the policy was shown it
+    (its own load: kept per load series)."""
+    if st.shown is not None:
+        return np.asarray(st.shown.max(axis=1), dtype=np.float64)
     return np.asarray(st.hist.max(axis=1)[ctx.work.series], dtype=np.float64)
 
 

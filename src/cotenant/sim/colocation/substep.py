@@ -10,7 +10,14 @@ import numpy as np
 import numpy.typing as npt
 
 from cotenant.perf import mps
-from cotenant.policies.colocation import Actions, Observation, Why, report_window_s
+from cotenant.policies.colocation import (
+    Actions,
+    GuardSettings,
+    Observation,
+    Why,
+    report_window_s,
+)
+from cotenant.sim.colocation.load_signal import LoadSignal, counted_load
 from cotenant.sim.colocation.state import RunContext, RunState, leave_at, seen_peak, series_load
 from cotenant.sim.colocation.world import alone_rates
 
@@ -55,9 +62,10 @@ def substep(ctx: RunContext, st: RunState, t: int, k: int, down: BoolArray,
     i = np.flatnonzero(seen)
     p99[i] = phy.p99(w.model[i], load[i], np.where(with_co[i], f_old[i], 1.0))
     paused_now = (st.pause_from <= now) & (now < st.pause_to)
+    shown = _shown(ctx, st, t, k, load, off, prof, f_old, with_co)
     obs = Observation(
-        now_s=now, model=w.model, slo_ms=w.slo_ms, load=load,
-        load_peak=np.maximum(seen_peak(ctx, st), load), p99_ms=p99,
+        now_s=now, model=w.model, slo_ms=w.slo_ms, load=shown,
+        load_peak=np.maximum(seen_peak(ctx, st), shown), p99_ms=p99,
         p99_since_s=np.full(st.n, t0), p99_at_s=now, placed=has,
         running=has & (st.up_at <= now) & ~paused_now, share=st.share, stretch=ctx.predicted)
     act, st.core = pol.decide(obs, st.core)
@@ -69,7 +77,28 @@ def substep(ctx: RunContext, st: RunState, t: int, k: int, down: BoolArray,
     _account(ctx, st, t0 + dt, load, rate, jobs_at_start, prof, true, f_old, before, after,
              down, lost)
     st.hist[:, st.step % ctx.window] = series_load(w, t, k)
+    if st.shown is not None:
+        st.shown[:, st.step % ctx.window] = shown
     st.step += 1
+
+
+def _shown(ctx: RunContext, st: RunState, t: int, k: int, load: FloatArray, off: FloatArray,
+           prof: IntArray, factor: FloatArray, with_co: BoolArray) -> FloatArray:
+    """The load the policy is shown (:mod:`.load_signal`): the service's own, counted from
+    its requests, or the GPU's utilisation in the state in force."""
+    w = ctx.work
+    if ctx.signal is LoadSignal.REQUESTS:
+        assert st.past is not None
+        assert st.signal_rng is not None
+        steps = st.past.shape[1]
+        st.past[:, st.step % steps] = series_load(w, t, k)
+        back = (st.step - np.arange(steps)) % steps  # 0: this sub-step, 1: the one before...
+        return counted_load(ctx.policy.guard or GuardSettings(), w.model,
+                            st.past[w.series][:, back], off, ctx.dt, st.signal_rng)
+    if ctx.signal is LoadSignal.WHOLE_GPU:
+        util, _ = ctx.physics.busy_rates(w.model, prof, load, factor, st.share)
+        return np.where(with_co, util, alone_rates(w.model, load)[0])
+    return load
 
 
 def _account(ctx: RunContext, st: RunState, end: float, load: FloatArray, rate: FloatArray,

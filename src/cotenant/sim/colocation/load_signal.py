@@ -1,0 +1,96 @@
+"""The load a simulated policy is shown: what the node agent could read of a service's load.
+
+The decision core sizes shares, throttles and places on each online service's load
+(:class:`~cotenant.policies.colocation.Observation`'s ``load`` and ``load_peak``). What the
+node agent can read of it depends on the mechanism, so the simulator offers the policy one of
+(``world.loadSignal``):
+
+* ``service``: the service's own load in the sub-step, exactly: what NVML's per-process
+  sample gives where every process is sampled (time slicing, priority sharing without MPS);
+* ``requests``: the load read from the service's request rate, as the agent reads it where
+  NVML samples no process of the service (under MPS it samples the clients on the MPS
+  server's pid): the requests counted in the newest closed report windows covering
+  ``S = rate_span_s(guard, rate)`` seconds (:func:`~cotenant.policies.colocation.guard.
+  rate_span_s`; the guard's defaults for a policy without a guard), times the service's solo
+  GPU time per request (``perf.mps.ONLINE_L100``, calibrated perfectly: its error is not
+  modelled). The count is ``Poisson(requests expected in the span)``, the span reaching back
+  over the sub-steps it covers at each one's load, so the reading is unbiased over the span
+  with a relative spread of ``1 / sqrt(rate x S)``; its length is set by the current rate;
+* ``whole-gpu``: the GPU's utilisation in the state in force (online and offline busy time,
+  :meth:`~cotenant.sim.colocation.world.Physics.busy_rates`): the agent's fallback without a
+  latency histogram, uncorrected;
+* ``auto`` (the default): ``requests`` for an MPS policy, ``service`` otherwise.
+
+The peak a policy sees (``load_peak``, and the peak placement and matching read) is the peak
+of what it was shown, as the agent keeps the peak of its own readings. ``requests`` draws
+from its own stream, ``default_rng([seed, SIGNAL_STREAM])``, so every other draw of a run is
+the same whatever the signal. Admission by a load quantile (``max_load`` < 1) still reads
+each interval's own load: over a whole interval the count is within ``1 / sqrt(rate x
+interval)`` of it.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from cotenant.errors import InputError
+from cotenant.perf import mps
+from cotenant.policies.colocation import GuardSettings, Mechanism
+from cotenant.policies.colocation.guard import RATE_SPAN_S, rate_span_s
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+SIGNAL_STREAM = 0x10AD
+"""The second seed word of the ``requests`` signal's random stream."""
+
+
+class LoadSignal(StrEnum):
+    """Which load a simulated policy is shown (see the module docstring)."""
+
+    AUTO = "auto"
+    SERVICE = "service"
+    REQUESTS = "requests"
+    WHOLE_GPU = "whole-gpu"
+
+    @classmethod
+    def parse(cls, value: object, where: str = "world.loadSignal") -> LoadSignal:
+        """``value`` as a signal, or a one-line :class:`InputError` at ``where``."""
+        for signal in cls:
+            if value == signal.value:
+                return signal
+        raise InputError(where, f"{value!r}; one of {', '.join(s.value for s in cls)}")
+
+    def resolve(self, mechanism: Mechanism) -> LoadSignal:
+        """The signal a policy of ``mechanism`` is shown (``auto``: requests under MPS)."""
+        if self is not LoadSignal.AUTO:
+            return self
+        return LoadSignal.REQUESTS if mechanism is Mechanism.MPS else LoadSignal.SERVICE
+
+
+def span_steps(guard: GuardSettings, dt: float) -> int:
+    """Sub-steps of true load a count may reach over: its span is below ``RATE_SPAN_S`` plus
+    one report window (at most ``max_window_s``), and it may start inside the current one."""
+    return math.ceil((RATE_SPAN_S + guard.max_window_s) / dt) + 1
+
+
+def counted_load(guard: GuardSettings, model: IntArray, past: FloatArray, off: FloatArray,
+                 dt: float, rng: np.random.Generator) -> FloatArray:
+    """The load read from the requests counted over ``S`` seconds up to ``off`` seconds into
+    the current sub-step. ``past[:, i]`` is each GPU's load ``i`` sub-steps back (0: the
+    current one, which began at 0); requests arrive as a Poisson process at ``load x 1000 /
+    L100`` per second."""
+    l100 = mps.ONLINE_L100[model]
+    rates = past * 1000.0 / l100[:, None]
+    span = rate_span_s(guard, rates[:, 0])
+    lo = off - span
+    expected = np.zeros(len(off))
+    for i in range(past.shape[1]):
+        start, end = -i * dt, -(i - 1) * dt if i else math.inf
+        overlap = np.maximum(np.minimum(off, end) - np.maximum(lo, start), 0.0)
+        expected += rates[:, i] * overlap
+    count = rng.poisson(expected)
+    return np.asarray(count / span * l100 / 1000.0, dtype=np.float64)
