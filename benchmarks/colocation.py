@@ -16,7 +16,11 @@ Every part builds a :class:`ColocationScenario`, as ``simulate colocation --conf
 * ``slo``: the same at SLO multiples 3, 5 and 10.
 * ``bursts``: the same with flat minutes, the duty cycles' burst fit and the requests' fit.
 * ``matching``: MuxFlow and cotenant-priority with max-weight, greedy and random pairing.
+* ``signal``: the real run's MPS key settings with the load they are shown counted from the
+  request rate (the default under MPS), each service's own, and the whole GPU's utilisation.
 * ``scale``: 20,000 synthetic online GPUs x 24 h (six sub-steps a minute), wall time.
+
+``--load-signal`` sets ``world.loadSignal`` for ``frontier`` (default ``auto``).
 
     .venv/bin/python benchmarks/colocation.py --only frontier [--load-scale 3.7]
     .venv/bin/python benchmarks/colocation.py --only scale [--gpus 20000 --hours 24]
@@ -33,12 +37,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from cotenant.policies.colocation import COLOCATION, ColocationPolicy, Matching
+from cotenant.policies.colocation import COLOCATION, ColocationPolicy, Matching, Mechanism
 from cotenant.sim.colocation.frontier import frontier, settings, verdict
 from cotenant.sim.colocation.inputs import workload_of
 from cotenant.sim.colocation.records import ColocationConfig
 from cotenant.sim.colocation.run import run_colocation
-from cotenant.sim.colocation.scenario import ColocationScenario, WorkloadSpec
+from cotenant.sim.colocation.scenario import ColocationScenario, WorkloadSpec, WorldSpec
 from cotenant.sim.colocation.workload import ColocationWorkload
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -50,12 +54,13 @@ MUXFLOW_UTIL = 0.26
 """MuxFlow's online GPUs before sharing: 26% utilisation (the paper's abstract)."""
 
 
-def real_scenario(seed: int, load_scale: float = 1.0, hours: float = 24.0) -> ColocationScenario:
+def real_scenario(seed: int, load_scale: float = 1.0, hours: float = 24.0,
+                  load_signal: str = "auto") -> ColocationScenario:
     return ColocationScenario(seed=seed, workload=WorkloadSpec(
         pods=OPENB / "openb_pod_list_default.csv", nodes=OPENB / "openb_node_list_gpu_node.csv",
         load=GENAI / "pod_gpu_duty_cycle_anon.tar.gz",
         memory=GENAI / "pod_gpu_memory_used_bytes_anon.tar.gz", hours=hours,
-        load_scale=load_scale))
+        load_scale=load_scale), world=WorldSpec(load_signal=load_signal))
 
 
 def _work(s: ColocationScenario) -> ColocationWorkload:
@@ -125,6 +130,19 @@ def sensitivity(seed: int) -> list[dict[str, object]]:
     return out
 
 
+def load_signals(seed: int) -> list[dict[str, object]]:
+    """The MPS key settings on the real run under each load signal they could be shown."""
+    s = real_scenario(seed)
+    work, out = _work(s), list[dict[str, object]]()
+    runs = [(label, p) for label, p in key_settings() if p.mechanism is Mechanism.MPS]
+    for signal in ("requests", "service", "whole-gpu"):
+        started = time.perf_counter()
+        floor, points = frontier(work, seed, replace(s.config(), load_signal=signal), runs)
+        out.append({"load_signal": signal, "floor": floor, "points": [vars(p) for p in points],
+                    "verdict": verdict(points), "wall_s": round(time.perf_counter() - started, 1)})
+    return out
+
+
 def workload_sweep(seed: int, field: str, values: tuple[float, ...]) -> list[dict[str, object]]:
     """The key frontier on the 3-hour slice with one workload ``field`` at each of ``values``."""
     out: list[dict[str, object]] = []
@@ -178,19 +196,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", required=True, choices=(
         "frontier", "scaled", "reaction", "sensitivity", "slo", "bursts", "matching",
-        "scale"))
+        "signal", "scale"))
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--load-scale", type=float, default=1.0)
     parser.add_argument("--gpus", type=int, default=20_000)
     parser.add_argument("--hours", type=float, default=24.0)
+    parser.add_argument("--load-signal", default="auto",
+                        help="frontier: the load the policies are shown (world.loadSignal)")
     parser.add_argument("--out", type=Path, help="write the JSON here too")
     parser.add_argument("--key", action="store_true",
-                        help="frontier: the 21 key settings only (key_settings)")
+                        help="frontier: the 37 key settings only (key_settings)")
     args = parser.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     result: object
     if args.only == "frontier":
-        result = run_frontier(real_scenario(args.seed, args.load_scale),
+        result = run_frontier(real_scenario(args.seed, args.load_scale,
+                                            load_signal=args.load_signal),
                               key_settings() if args.key else None)
     elif args.only == "scaled":
         result = scaled(args.seed)
@@ -198,7 +219,8 @@ def main() -> None:
         result = scale(args.seed, args.gpus, args.hours)
     else:
         result = {"reaction": reaction, "sensitivity": sensitivity, "slo": slo,
-                  "bursts": bursts, "matching": matching}[args.only](args.seed)
+                  "bursts": bursts, "matching": matching, "signal": load_signals,
+                  }[args.only](args.seed)
     text = json.dumps({"started": started, "machine": f"{platform.machine()}, "
                        f"{os.cpu_count()} CPUs, Python {platform.python_version()}",
                        "runs": len(settings()) + 1 if args.only == "frontier" else None,
