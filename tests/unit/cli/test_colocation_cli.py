@@ -40,12 +40,13 @@ def test_a_scenario_file_with_flags_over_it(capsys: pytest.CaptureFixture[str],
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO)
     code, out, _ = run(capsys, "simulate", "colocation", "--config", str(path), "--gpus", "20",
-                       "--calibration", "h200", "--json")
+                       "--calibration", "h200", "--load-signal", "whole-gpu", "--json")
     assert code == 0
     data = json.loads(out)
     assert [p["policy"] for p in data["policies"]] == ["dedicated", "priority", "muxflow"]
     assert data["settings"]["online GPUs"] == 20
     assert data["settings"]["calibration"] == "h200 (mean)"
+    assert data["settings"]["load signal"] == "whole-gpu"
 
 
 def test_openb_files_and_one_policy(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -64,6 +65,7 @@ def test_openb_files_and_one_policy(capsys: pytest.CaptureFixture[str], tmp_path
     (["-p", "nope"], "unknown co-location policy 'nope'"),
     (["--gpus", "0"], "--gpus"),
     (["--calibration", "nope"], "world.calibration"),
+    (["--load-signal", "exact"], "world.loadSignal"),
     (["--slo-multiple", "0.5"], "workload.slo_multiple"),
 ])
 def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], args: list[str],

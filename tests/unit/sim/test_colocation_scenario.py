@@ -23,15 +23,17 @@ def test_a_scenario_file_sets_every_section(tmp_path: Path) -> None:
     s = _load(tmp_path, """
 seed: 9
 workload: {gpus: 20, hours: 0.5, sloMultiple: 10, burstAlpha: .inf, substeps: 3}
-world: {calibration: h200, statistic: max, reactionS: 0.3, shareChangeS: 0}
+world: {calibration: h200, statistic: max, reactionS: 0.3, shareChangeS: 0,
+        loadSignal: whole-gpu}
 policies: [dedicated, {name: mps-fixed, share: 75, guard: adaptive, memory_limit: true}]
 """)
     assert s.seed == 9
     assert s.workload.gpus == 20
     assert s.workload.slo_multiple == 10.0
     cfg = s.config()
-    assert (cfg.calibration, cfg.statistic, cfg.reaction_s, cfg.share_change_s) == (
-        "h200", "max", 0.3, 0.0)
+    assert (cfg.calibration, cfg.statistic, cfg.reaction_s, cfg.share_change_s,
+            cfg.load_signal) == ("h200", "max", 0.3, 0.0, "whole-gpu")
+    assert ColocationScenario().config().load_signal == "auto"
     pols = s.build_policies()
     assert pols[1].guard is not None
     assert pols[1].guard.adaptive
@@ -60,6 +62,8 @@ def test_flags_override_single_fields(tmp_path: Path) -> None:
     ("workload: {gpus: 0}\n", "workload.gpus"),
     ("workload: {sloMultiple: 1}\n", "workload.slo_multiple"),
     ("world: {calibration: nope}\n", "world.calibration"),
+    ("world: {loadSignal: exact}\n", "world.loadSignal"),
+    ("world: {loadSignal: 1}\n", "world.loadSignal"),
     ("world: {reactionS: .nan}\n", "world.reaction_s"),
     ("workload: {memory: m.csv}\n", "workload.memory"),
     ("policies: []\n", "policies"),
