@@ -94,7 +94,7 @@ def _shown(ctx: RunContext, st: RunState, t: int, k: int, load: FloatArray, off:
         st.past[:, st.step % steps] = series_load(w, t, k)
         back = (st.step - np.arange(steps)) % steps  # 0: this sub-step, 1: the one before...
         return counted_load(ctx.policy.guard or GuardSettings(), w.model,
-                            st.past[w.series][:, back], off, ctx.dt, st.signal_rng)
+                            st.past[:, back][w.series], off, ctx.dt, st.signal_rng)
     if ctx.signal is LoadSignal.WHOLE_GPU:
         util, _ = ctx.physics.busy_rates(w.model, prof, load, factor, st.share)
         return np.where(with_co, util, alone_rates(w.model, load)[0])
