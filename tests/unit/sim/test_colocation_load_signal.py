@@ -1,23 +1,26 @@
 """The load a simulated policy is shown (``world.loadSignal``): the service's own as before,
-counted from its requests (unbiased, with the Poisson spread, its own random stream), the
-whole GPU's utilisation, and ``auto`` by mechanism."""
+counted from its requests (a Poisson count, the newest window's rate where higher, its own
+random stream), the whole GPU's utilisation, and ``auto`` by mechanism."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from cotenant.errors import InputError
 from cotenant.perf import mps
 from cotenant.policies.colocation import COLOCATION, Actions, GpuState, Mechanism, Observation
-from cotenant.policies.colocation.guard import GuardSettings, rate_span_s
+from cotenant.policies.colocation.guard import GuardSettings, rate_span_s, report_window_s
 from cotenant.policies.colocation.policy import ColocationPolicy
 from cotenant.sim.colocation.load_signal import LoadSignal, counted_load
 from cotenant.sim.colocation.records import ColocationConfig, ColocationRun
 from cotenant.sim.colocation.run import run_colocation
 from cotenant.sim.colocation.workload import ColocationWorkload, synthetic_workload
+
+FloatArray = npt.NDArray[np.float64]
 
 BEFORE = {
     "muxflow": (197662.57438140342, 32.405951125463965, 45.42547639199615,
@@ -105,39 +108,81 @@ def test_auto_counts_requests_under_mps_only(work: ColocationWorkload) -> None:
                                             _config("service")).summary()
 
 
-def test_counted_loads_are_unbiased_with_the_poisson_spread(work: ColocationWorkload) -> None:
-    """A flat load of 0.3 everywhere: each reading over its span ``S`` is ``count / S`` of a
-    Poisson count with mean ``rate x S``, so ``(shown / true - 1) x sqrt(rate S)`` has mean 0
-    and variance 1 over the run's 7,200 readings (flat minutes: one sub-step each)."""
-    flat = replace(work, load=np.full_like(work.load, 0.3), fine=None)
-    seen = _shown(flat, "muxflow", "requests")
+def _flat(work: ColocationWorkload, load: float) -> tuple[ColocationWorkload, FloatArray,
+                                                            FloatArray, FloatArray]:
+    """``work`` at one flat load, muxflow's guard: the rate, the newest report window and the
+    span each GPU's requests are counted over."""
+    flat = replace(work, load=np.full_like(work.load, load), fine=None)
     guard = COLOCATION.create("muxflow").guard
     assert guard is not None
-    rate = 0.3 * 1000.0 / mps.ONLINE_L100[flat.model]
-    span = rate_span_s(guard, rate)
-    z = np.concatenate([(o.load / 0.3 - 1.0) * np.sqrt(rate * span) for o in seen])
+    rate = load * 1000.0 / mps.ONLINE_L100[flat.model]
+    window = report_window_s(guard, rate)
+    newest = np.where(np.isfinite(window), window, guard.max_window_s)
+    return flat, rate, newest, rate_span_s(guard, rate)
+
+
+def test_a_reading_over_one_window_is_a_poisson_count(work: ColocationWorkload) -> None:
+    """A flat load of 0.02: every service's newest window covers the whole span ``S`` (fewer
+    than 20 requests a second), so a reading is ``count / S`` of a Poisson count with mean
+    ``rate x S``: ``(shown / true - 1) x sqrt(rate S)`` has mean 0 and variance 1 over the
+    run's 7,200 readings (flat minutes: one sub-step each)."""
+    flat, rate, newest, span = _flat(work, 0.02)
+    assert np.array_equal(newest, span)
+    seen = _shown(flat, "muxflow", "requests")
+    z = np.concatenate([(o.load / 0.02 - 1.0) * np.sqrt(rate * span) for o in seen])
     assert len(z) == 80 * 90
     assert abs(z.mean()) < 0.05
     assert z.var() == pytest.approx(1.0, abs=0.06)
-    ratio = np.concatenate([o.load / 0.3 for o in seen])
-    assert ratio.mean() == pytest.approx(1.0, abs=0.005)
-    assert len(np.unique(ratio)) > 100  # a count, not the exact load
+    assert len(np.unique(z)) > 100  # a count, not the exact load
 
 
-def test_a_count_reaches_back_over_the_sub_steps_its_span_covers() -> None:
-    """0.25 s into a sub-step at load 0.6 after one at 0.2: a one-second span counts 0.25 s
-    of the new load and 0.75 s of the old, so it reads 0.3 on average."""
-    n = 40_000
-    model = np.zeros(n, dtype=np.int64)
-    past = np.tile([0.6, 0.2, 0.9], (n, 1))  # now, one sub-step back, two back
+def test_the_newest_windows_rate_makes_a_reading_err_high_and_no_more(
+        work: ColocationWorkload) -> None:
+    """A flat load of 0.9: where the newest window is shorter than the span, the reading is
+    the higher of the span's rate and the window's own, so it errs high: by the mean of the
+    positive part of their difference, whose spread is ``sqrt((S - W) / (rate S W))`` of the
+    load, so about that over ``sqrt(2 pi)`` for counts near normal."""
+    flat, rate, newest, span = _flat(work, 0.9)
+    short = newest < span
+    assert short.sum() > 40
+    seen = _shown(flat, "muxflow", "requests")
+    ratio = np.array([o.load / 0.9 for o in seen])
+    high = ratio[:, short].mean() - 1.0
+    bound = np.sqrt((span - newest) / (rate * span * newest))[short].mean()
+    assert high == pytest.approx(bound / np.sqrt(2.0 * np.pi), rel=0.25)
+    z = ((ratio[:, ~short] - 1.0) * np.sqrt(rate * span)[~short]).ravel()
+    assert abs(z.mean()) < 0.1  # one window over the span: unbiased
+
+
+class _Expected:
+    """A Poisson "draw" that is its mean: a reading without the counts' noise."""
+
+    @staticmethod
+    def poisson(lam: FloatArray) -> FloatArray:
+        return lam
+
+
+def test_a_burst_shows_at_once_and_a_fall_takes_the_span() -> None:
+    """At the first report after a change (its window just closed), a rise to 0.6 from 0.2
+    reads 0.6 at once (the newest window's rate); a fall to 0.2 from 0.6 reads the span's
+    mean, mostly the second before it."""
     guard = GuardSettings()
+    model = np.zeros(1, dtype=np.int64)
     rate = 0.6 * 1000.0 / float(mps.ONLINE_L100[0])
-    span = float(rate_span_s(guard, np.array([rate]))[0])
-    assert span == pytest.approx(1.0)  # the default guard's windows fill fast at this rate
-    got = counted_load(guard, model, past, np.full(n, 0.25), 10.0, np.random.default_rng(0))
-    assert got.mean() == pytest.approx(0.25 * 0.6 + 0.75 * 0.2, rel=0.01)
-    later = counted_load(guard, model, past, np.full(n, 2.0), 10.0, np.random.default_rng(0))
-    assert later.mean() == pytest.approx(0.6, rel=0.01)  # the span inside the sub-step
+    w = float(report_window_s(guard, np.array([rate]))[0])
+    low = 0.2 * 1000.0 / float(mps.ONLINE_L100[0])
+    w_low = float(report_window_s(guard, np.array([low]))[0])
+    s_low = float(rate_span_s(guard, np.array([low]))[0])
+    assert (w, w_low, s_low) == (0.5, 1.5, 1.5)  # at 41 and 14 requests a second
+    rise = counted_load(guard, model, np.array([[0.6, 0.2, 0.9]]), np.array([w]), 10.0,
+                        _Expected())  # type: ignore[arg-type]
+    assert rise[0] == pytest.approx(0.6)
+    fall = counted_load(guard, model, np.array([[0.2, 0.6, 0.9]]), np.array([w_low]), 10.0,
+                        _Expected())  # type: ignore[arg-type]
+    assert fall[0] == pytest.approx(0.2)  # the window and the span are the same second
+    late = counted_load(guard, model, np.array([[0.2, 0.6, 0.9]]), np.array([0.5]), 10.0,
+                        _Expected())  # type: ignore[arg-type]
+    assert late[0] == pytest.approx((0.5 * 0.2 + 1.0 * 0.6) / 1.5)  # mostly from before
 
 
 def test_the_peak_is_of_the_counted_loads(work: ColocationWorkload) -> None:

@@ -9,13 +9,15 @@ node agent can read of it depends on the mechanism, so the simulator offers the 
   sample gives where every process is sampled (time slicing, priority sharing without MPS);
 * ``requests``: the load read from the service's request rate, as the agent reads it where
   NVML samples no process of the service (under MPS it samples the clients on the MPS
-  server's pid): the requests counted in the newest closed report windows covering
-  ``S = rate_span_s(guard, rate)`` seconds (:func:`~cotenant.policies.colocation.guard.
-  rate_span_s`; the guard's defaults for a policy without a guard), times the service's solo
-  GPU time per request (``perf.mps.ONLINE_L100``, calibrated perfectly: its error is not
-  modelled). The count is ``Poisson(requests expected in the span)``, the span reaching back
-  over the sub-steps it covers at each one's load, so the reading is unbiased over the span
-  with a relative spread of ``1 / sqrt(rate x S)``; its length is set by the current rate;
+  server's pid): the rate over the newest closed report windows covering ``S =
+  rate_span_s(guard, rate)`` seconds (:func:`~cotenant.policies.colocation.guard.
+  rate_span_s`; the guard's defaults for a policy without a guard), or the newest window's
+  own rate where that is higher (a burst shows at once), times the service's solo GPU time
+  per request (``perf.mps.ONLINE_L100``, calibrated perfectly: its error is not modelled).
+  Requests are Poisson counts at each covered sub-step's load; over the span a reading is
+  unbiased with a relative spread of ``1 / sqrt(rate x S)``, and the newest window's rate,
+  where it is the higher, makes the reading err high, as the agent's does. The windows'
+  lengths are set by the current rate;
 * ``whole-gpu``: the GPU's utilisation in the state in force (online and offline busy time,
   :meth:`~cotenant.sim.colocation.world.Physics.busy_rates`): the agent's fallback without a
   latency histogram, uncorrected;
@@ -40,7 +42,7 @@ import numpy.typing as npt
 from cotenant.errors import InputError
 from cotenant.perf import mps
 from cotenant.policies.colocation import GuardSettings, Mechanism
-from cotenant.policies.colocation.guard import RATE_SPAN_S, rate_span_s
+from cotenant.policies.colocation.guard import RATE_SPAN_S, rate_span_s, report_window_s
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -79,18 +81,28 @@ def span_steps(guard: GuardSettings, dt: float) -> int:
 
 def counted_load(guard: GuardSettings, model: IntArray, past: FloatArray, off: FloatArray,
                  dt: float, rng: np.random.Generator) -> FloatArray:
-    """The load read from the requests counted over ``S`` seconds up to ``off`` seconds into
-    the current sub-step. ``past[:, i]`` is each GPU's load ``i`` sub-steps back (0: the
-    current one, which began at 0); requests arrive as a Poisson process at ``load x 1000 /
-    L100`` per second."""
+    """The load read from the requests counted up to ``off`` seconds into the current
+    sub-step: the rate over the newest closed report windows covering ``S`` seconds, or the
+    newest window's own rate where that is higher (as the node agent reads it: a burst shows
+    at once, a fall takes the span). ``past[:, i]`` is each GPU's load ``i`` sub-steps back
+    (0: the current one, which began at 0); requests arrive as a Poisson process at ``load x
+    1000 / L100`` per second, the newest window's count and the rest's drawn apart."""
     l100 = mps.ONLINE_L100[model]
     rates = past * 1000.0 / l100[:, None]
+    window = report_window_s(guard, rates[:, 0])
+    newest = np.where(np.isfinite(window), window, guard.max_window_s)  # a dropped one too
     span = rate_span_s(guard, rates[:, 0])
-    lo = off - span
-    expected = np.zeros(len(off))
-    for i in range(past.shape[1]):
+    recent = rng.poisson(_expected(rates, off - newest, off, dt))
+    older = rng.poisson(_expected(rates, off - span, off - newest, dt))
+    per_s = np.maximum((recent + older) / span, recent / newest)
+    return np.asarray(per_s * l100 / 1000.0, dtype=np.float64)
+
+
+def _expected(rates: FloatArray, lo: FloatArray, hi: FloatArray, dt: float) -> FloatArray:
+    """Requests expected in ``[lo, hi)`` (seconds from the current sub-step's start), each
+    sub-step at its own rate (``rates[:, i]``: ``i`` sub-steps back)."""
+    out = np.zeros(len(lo))
+    for i in range(rates.shape[1]):
         start, end = -i * dt, -(i - 1) * dt if i else math.inf
-        overlap = np.maximum(np.minimum(off, end) - np.maximum(lo, start), 0.0)
-        expected += rates[:, i] * overlap
-    count = rng.poisson(expected)
-    return np.asarray(count / span * l100 / 1000.0, dtype=np.float64)
+        out += rates[:, i] * np.maximum(np.minimum(hi, end) - np.maximum(lo, start), 0.0)
+    return out
