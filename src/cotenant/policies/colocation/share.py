@@ -56,7 +56,8 @@ def need(mechanism: Mechanism, model: IntArray, load: FloatArray, target_ms: Flo
     """The smallest share (percent, 0-100) whose p99 at ``load`` is within ``target_ms`` beside
     the co-runner; :data:`NEVER` where even 100 misses. Where every GPU has one stretch and one
     target per model (as with SLOs set per model), the answer is read from a per-model table
-    over loads rounded up to 1/:data:`GRID`; else bisection, vectorised over GPUs."""
+    over loads rounded up to 1/:data:`GRID` (a load over 1 is bisected); else bisection,
+    vectorised over GPUs. A GPU's answer never depends on the other GPUs' loads."""
     load = np.asarray(load, dtype=np.float64)
     model = np.asarray(model, dtype=np.int64)
     if len(load) == 0:
@@ -64,10 +65,17 @@ def need(mechanism: Mechanism, model: IntArray, load: FloatArray, target_ms: Flo
     target = np.asarray(target_ms, dtype=np.float64) * np.ones(len(load))
     ratio = target / mps.ONLINE_L100[model]
     st = np.asarray(stretch, dtype=np.float64) * np.ones(len(load))
-    if np.ptp(st) == 0.0 and np.ptp(ratio) <= 1e-9 * ratio[0] and load.max() <= 1.0:
-        table = _table(mechanism, round(float(ratio[0]), 9), float(st[0]))
-        return table[model, np.ceil(load * GRID - 1e-9).astype(np.int64)]
-    return _bisect(mechanism, model, load, target, st)
+    if np.ptp(st) > 0.0 or np.ptp(ratio) > 1e-9 * ratio[0]:
+        return _bisect(mechanism, model, load, target, st)
+    # a load over a whole GPU is bisected alone: the others keep their table answers
+    table = _table(mechanism, round(float(ratio[0]), 9), float(st[0]))
+    inside = load <= 1.0
+    out = np.empty(len(load), dtype=np.int64)
+    out[inside] = table[model[inside], np.ceil(load[inside] * GRID - 1e-9).astype(np.int64)]
+    over = ~inside
+    if over.any():
+        out[over] = _bisect(mechanism, model[over], load[over], target[over], st[over])
+    return out
 
 
 _TABLES: dict[tuple[Mechanism, float, float], IntArray] = {}

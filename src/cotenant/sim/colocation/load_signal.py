@@ -13,7 +13,8 @@ node agent can read of it depends on the mechanism, so the simulator offers the 
   rate_span_s(guard, rate)`` seconds (:func:`~cotenant.policies.colocation.guard.
   rate_span_s`; the guard's defaults for a policy without a guard), or the newest window's
   own rate where that is higher (a burst shows at once), times the service's solo GPU time
-  per request (``perf.mps.ONLINE_L100``, calibrated perfectly: its error is not modelled).
+  per request (``perf.mps.ONLINE_L100``, calibrated perfectly: its error is not modelled),
+  at most 1 (the agent caps its reading at a whole GPU).
   Requests are Poisson counts at each covered sub-step's load; over the span a reading is
   unbiased with a relative spread of ``1 / sqrt(rate x S)``, and the newest window's rate,
   where it is the higher, makes the reading err high, as the agent's does. The windows'
@@ -86,7 +87,8 @@ def counted_load(guard: GuardSettings, model: IntArray, past: FloatArray, off: F
     newest window's own rate where that is higher (as the node agent reads it: a burst shows
     at once, a fall takes the span). ``past[:, i]`` is each GPU's load ``i`` sub-steps back
     (0: the current one, which began at 0); requests arrive as a Poisson process at ``load x
-    1000 / L100`` per second, the newest window's count and the rest's drawn apart."""
+    1000 / L100`` per second, the newest window's count and the rest's drawn apart. At most
+    1 (a whole GPU), as the agent caps its reading."""
     l100 = mps.ONLINE_L100[model]
     rates = past * 1000.0 / l100[:, None]
     window = report_window_s(guard, rates[:, 0])
@@ -95,7 +97,8 @@ def counted_load(guard: GuardSettings, model: IntArray, past: FloatArray, off: F
     recent = rng.poisson(_expected(rates, off - newest, off, dt))
     older = rng.poisson(_expected(rates, off - span, off - newest, dt))
     per_s = np.maximum((recent + older) / span, recent / newest)
-    return np.asarray(per_s * l100 / 1000.0, dtype=np.float64)
+    # at most a whole GPU, as the agent reads it: noise over 1 says no more than 1 does
+    return np.asarray(np.minimum(per_s * l100 / 1000.0, 1.0), dtype=np.float64)
 
 
 def _expected(rates: FloatArray, lo: FloatArray, hi: FloatArray, dt: float) -> FloatArray:

@@ -96,3 +96,18 @@ def test_fixed_share_is_constant() -> None:
 def test_bad_settings_are_one_line_errors(bad: dict[str, float]) -> None:
     with pytest.raises(InputError):
         DynamicShare(**bad)  # type: ignore[arg-type]
+
+
+def test_a_gpus_need_does_not_depend_on_another_gpus_load() -> None:
+    """A load over a whole GPU on one GPU once sent every GPU to bisection, whose answers
+    differ from the table's (the table rounds the load up to its grid): a GPU's share then
+    moved with another GPU's reading."""
+    loads = np.array([0.18311, 0.056115, 0.006383])  # where the table's rounding shows
+    alone = need(Mechanism.MPS, np.full(3, RESNET), loads, np.full(3, 80.0), np.full(3, 1.2))
+    with_over = need(Mechanism.MPS, np.full(4, RESNET), np.append(loads, 1.4),
+                     np.full(4, 80.0), np.full(4, 1.2))
+    assert with_over[:3].tolist() == alone.tolist()
+    assert with_over[3] == NEVER  # over a whole GPU: no share keeps any target
+    bisected = need(Mechanism.MPS, np.full(3, RESNET), loads, np.array([80.0, 80.0, 80.0001]),
+                    np.full(3, 1.2))  # targets that differ: bisection for all
+    assert (bisected == alone - 1).all()  # the table errs high, never low
