@@ -39,6 +39,7 @@ from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
+from scipy.special import ndtri
 
 from cotenant.errors import InputError
 from cotenant.perf import mps
@@ -109,3 +110,29 @@ def _expected(rates: FloatArray, lo: FloatArray, hi: FloatArray, dt: float) -> F
         start, end = -i * dt, -(i - 1) * dt if i else math.inf
         out += rates[:, i] * np.maximum(np.minimum(hi, end) - np.maximum(lo, start), 0.0)
     return out
+
+
+def peak_of_readings(guard: GuardSettings, model: IntArray, load: FloatArray, dt: float,
+                     rng: np.random.Generator) -> FloatArray:
+    """The highest load the agent reads over a sub-step of ``dt`` seconds at a flat ``load``:
+    it reads at every window that closes (every ``W`` s), each reading the higher of the
+    newest window's rate and the rate over the span ``S``, and keeps the peak of them all
+    for its load window. That is the higher of the largest of ``dt / W`` newest-window
+    counts and of ``dt / S`` span counts (spans apart from one another), at most 1. The
+    largest of ``m`` Poisson counts is drawn in one go, by the normal approximation."""
+    l100 = mps.ONLINE_L100[model]
+    rate = load * 1000.0 / l100
+    window = report_window_s(guard, rate)
+    newest = np.where(np.isfinite(window), window, guard.max_window_s)
+    span = rate_span_s(guard, rate)
+    per_s = np.maximum(_largest_count(rate * newest, dt / newest, rng) / newest,
+                       _largest_count(rate * span, dt / span, rng) / span)
+    return np.asarray(np.minimum(per_s * l100 / 1000.0, 1.0), dtype=np.float64)
+
+
+def _largest_count(mean: FloatArray, m: FloatArray, rng: np.random.Generator) -> FloatArray:
+    """The largest of ``m`` (at least 1) independent Poisson counts of ``mean``: the
+    ``u^(1/m)`` quantile of the normal with that mean and variance, a whole count >= 0."""
+    q = np.clip(rng.random(len(mean)) ** (1.0 / np.maximum(m, 1.0)), 1e-12, 1.0 - 1e-12)
+    return np.asarray(np.maximum(np.round(mean + np.sqrt(mean) * ndtri(q)), 0.0),
+                      dtype=np.float64)

@@ -17,7 +17,7 @@ from cotenant.policies.colocation import (
     Why,
     report_window_s,
 )
-from cotenant.sim.colocation.load_signal import LoadSignal, counted_load
+from cotenant.sim.colocation.load_signal import LoadSignal, counted_load, peak_of_readings
 from cotenant.sim.colocation.state import RunContext, RunState, leave_at, seen_peak, series_load
 from cotenant.sim.colocation.world import alone_rates
 
@@ -77,8 +77,8 @@ def substep(ctx: RunContext, st: RunState, t: int, k: int, down: BoolArray,
     _account(ctx, st, t0 + dt, load, rate, jobs_at_start, prof, true, f_old, before, after,
              down, lost)
     st.hist[:, st.step % ctx.window] = series_load(w, t, k)
-    if st.shown is not None:
-        st.shown[:, st.step % ctx.window] = shown
+    if st.shown is not None:  # what later decisions see of this sub-step
+        st.shown[:, st.step % ctx.window] = _peak(ctx, st, load, shown)
     st.step += 1
 
 
@@ -99,6 +99,17 @@ def _shown(ctx: RunContext, st: RunState, t: int, k: int, load: FloatArray, off:
         util, _ = ctx.physics.busy_rates(w.model, prof, load, factor, st.share)
         return np.where(with_co, util, alone_rates(w.model, load)[0])
     return load
+
+
+def _peak(ctx: RunContext, st: RunState, load: FloatArray, shown: FloatArray) -> FloatArray:
+    """The peak of this sub-step's readings, for the load window: counted from requests the
+    agent reads at every window that closes, and keeps the highest."""
+    if ctx.signal is not LoadSignal.REQUESTS:
+        return shown
+    assert st.signal_rng is not None
+    peak = peak_of_readings(ctx.policy.guard or GuardSettings(), ctx.work.model, load, ctx.dt,
+                            st.signal_rng)
+    return np.asarray(np.maximum(shown, peak), dtype=np.float64)
 
 
 def _account(ctx: RunContext, st: RunState, end: float, load: FloatArray, rate: FloatArray,
