@@ -40,6 +40,7 @@ from pathlib import Path
 from cotenant.policies.colocation import COLOCATION, ColocationPolicy, Matching, Mechanism
 from cotenant.sim.colocation.frontier import frontier, settings, verdict
 from cotenant.sim.colocation.inputs import workload_of
+from cotenant.sim.colocation.load_signal import LoadSignal
 from cotenant.sim.colocation.records import ColocationConfig
 from cotenant.sim.colocation.run import run_colocation
 from cotenant.sim.colocation.scenario import ColocationScenario, WorkloadSpec, WorldSpec
@@ -201,7 +202,7 @@ def main() -> None:
     parser.add_argument("--load-scale", type=float, default=1.0)
     parser.add_argument("--gpus", type=int, default=20_000)
     parser.add_argument("--hours", type=float, default=24.0)
-    parser.add_argument("--load-signal", default="auto",
+    parser.add_argument("--load-signal", default="auto", choices=[x.value for x in LoadSignal],
                         help="frontier: the load the policies are shown (world.loadSignal)")
     parser.add_argument("--out", type=Path, help="write the JSON here too")
     parser.add_argument("--key", action="store_true",

@@ -60,7 +60,7 @@ def test_the_load_is_the_request_rate_times_the_specs_gpu_time_per_request(
     assert _load_events(node) == [
         ("load from the whole GPU", "NVML samples MPS clients on the MPS server's pid: its load "
          "on GPU 0 is read from the whole GPU: any other work on it included (a high "
-         "reading); a latency_metric would let the agent read its request rate"),
+         "reading); no request count closed in the last 8.25 s"),
         ("load from request rate", "NVML samples MPS clients on the MPS server's pid: its load "
          "on GPU 0 is read from its request rate: 12.5 ms per request (the spec's solo_ms)"),
     ]
@@ -90,13 +90,18 @@ def test_without_a_time_per_request_the_load_stays_the_whole_gpus(tmp_path: Path
     whole = node.agent.node.gpu(0).utilisation_pct
     assert whole is not None
     assert _load(node) == pytest.approx(whole / 100.0)
-    assert [kind for kind, _ in _load_events(node)] == ["load from the whole GPU"]
+    assert _load_events(node) == [("load from the whole GPU", "NVML samples MPS clients on the "
+                                   "MPS server's pid: its load on GPU 0 is read from the whole "
+                                   "GPU: any other work on it included (a high reading); no "
+                                   "GPU time per request yet: give solo_ms, or it is measured "
+                                   "while the service runs alone on its GPU")]
 
 
 def test_a_service_alone_on_its_gpu_teaches_its_gpu_time_per_request(tmp_path: Path) -> None:
     """Alone, the GPU's utilisation (the MPS server's, 30 %) is the service's: at 25
     requests/s that is 12 ms each. Beside train, its load is read with that."""
     node = Node(tmp_path, fixed(50), SERVED, per_client_util=False)
+    node.run(1.0)  # sampled alone for a second: the windows below begin after that
     gpu = node.agent.node.gpu(0)
     assert gpu.utilisation_pct == pytest.approx(30.0)
     assert any(p.mps_server for p in gpu.processes)  # the service is an MPS client
@@ -121,6 +126,7 @@ def test_a_rate_read_before_the_traffic_fell_teaches_nothing_more(tmp_path: Path
     now over the last window's rate would read a tenth of the time per request. Each
     window is measured on once, with the utilisation over its own span."""
     node = Node(tmp_path, fixed(50), SERVED, per_client_util=False)
+    node.run(1.0)
     _served(node, 25.0)
     node.run(0.5)
     node.agent.node.set_util(node.pid("web"), 3.0)
@@ -264,3 +270,17 @@ def test_solo_ms_round_trips_and_is_absent_where_not_given() -> None:
     assert spec.solo_ms == 12.5
     assert WorkloadSpec.from_dict(spec.to_dict()) == spec
     assert "solo_ms" not in WorkloadSpec.from_dict(SERVED).to_dict()  # an older agent reads it
+
+
+def test_nothing_is_learned_from_a_window_whose_start_was_not_sampled(tmp_path: Path) -> None:
+    """A window that began before the first sample of the GPU (or before the samples kept)
+    cannot show the service was alone all through it."""
+    node = Node(tmp_path, fixed(50), SERVED, per_client_util=False)
+    node.run(1.0)
+    _served(node, 25.0, seconds=5.0)  # began 5 s ago, before the agent sampled this GPU
+    node.run(0.5)
+    assert node.observer.sampler.costs.cost(node.agent.record("web").spec) is None
+    _served(node, 25.0, seconds=1.0)  # after a gap: its own run of windows, all sampled
+    node.run(0.5)
+    assert node.observer.sampler.costs.cost(node.agent.record("web").spec) == pytest.approx(
+        (12.0, "measured while it ran alone"))

@@ -246,9 +246,10 @@ def test_a_rate_yaml_reads_as_text_is_a_number() -> None:
     ([1.0, 1.0], [[100] * 5, [100, 100, -1, 100, 100]], "partition problem.rate['s1']"),
     ([1.0, 1.0], [[100] * 5], "partition problem.rate"),
     ([1.0, 1.0], [[100] * 4, [100] * 4], "partition problem.rate"),
+    ([1.0, 1.0], 100.0, "partition problem.rate"),
 ])
 def test_a_demand_or_rate_that_is_no_figure_is_a_one_line_error_naming_the_service(
-    demand: list[float], rate: list[list[float]], where: str,
+    demand: list[float], rate: list[list[float]] | float, where: str,
 ) -> None:
     """A NaN demand was planned as none, silently; now it names the service."""
     with pytest.raises(InputError) as err:

@@ -21,7 +21,7 @@ from cotenant.agent.records import Status, WorkloadRecord
 from cotenant.agent.spec import Role
 from cotenant.agent.supervisor import NODE, Supervisor
 from cotenant.errors import CotenantError
-from cotenant.policies.colocation import MAX_SHARE_PCT, GuardSettings
+from cotenant.policies.colocation import MAX_SHARE_PCT, RATE_SPAN_S, GuardSettings
 
 
 class LoadSampler:
@@ -94,7 +94,7 @@ class LoadSampler:
                 info, here[0], records) else None
             history = self._alone.setdefault(info.index, deque())
             history.append((now, info.utilisation_pct, alone))
-            while history and history[0][0] < now - self.rates.fresh_s - 1.0:
+            while history and history[0][0] < now - 2.0 * self.rates.fresh_s - RATE_SPAN_S:
                 history.popleft()
             unknown = [r.spec.name for r in here if not self._sample(info, r, now, co_runner)]
             if unknown:
@@ -104,13 +104,16 @@ class LoadSampler:
 
     def _learn(self, gpu: int, name: str, rate: Rate) -> None:
         """Measure ``name``'s GPU time per request on a window not measured on yet, where it
-        ran alone on its GPU at every sample from the covering windows' start on: the GPU's
-        mean utilisation then over the windows' mean rate. Windows of fewer requests than a
-        p99 needs are too noisy."""
+        ran alone on its GPU at every sample over the covering windows (and the samples reach
+        back to their start): the GPU's mean utilisation then over the windows' mean rate.
+        Windows of fewer requests than a p99 needs are too noisy."""
         if rate.until <= self._learned_until.get(name, -float("inf")) \
                 or rate.requests < self._min_requests:
             return
-        seen = [(alone, util) for t, util, alone in self._alone.get(gpu, ()) if t >= rate.since]
+        history = self._alone.get(gpu, ())
+        if not history or history[0][0] > rate.since:
+            return  # the samples do not cover the windows' start
+        seen = [(alone, util) for t, util, alone in history if rate.since <= t <= rate.until]
         if not seen or any(alone != name or util is None for alone, util in seen):
             return
         self._learned_until[name] = rate.until
@@ -144,9 +147,15 @@ class LoadSampler:
         if info.utilisation_pct is None:
             return False
         self._kind[spec.name] = "gpu"
+        if spec.latency_metric is None:
+            why = "a latency_metric would let the agent read its request rate"
+        elif cost is None:
+            why = ("no GPU time per request yet: give solo_ms, or it is measured while the "
+                   "service runs alone on its GPU")
+        else:
+            why = f"no request count closed in the last {self.rates.fresh_s:g} s"
         self._note_source(info, spec.name, now, "the whole GPU", "any other work on it "
-                          "included (a high reading); a latency_metric would let the agent "
-                          "read its request rate")
+                          f"included (a high reading); {why}", basis=why)
         self.loads.add(spec.name, now, solo_load_pct(info.utilisation_pct,
                                                      spec.model or spec.name, *co_runner))
         return True

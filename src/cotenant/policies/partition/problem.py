@@ -78,9 +78,9 @@ def unmet(capacity: float, demand: float) -> bool:
 def _check_figures(name: str, services: tuple[str, ...], values: FloatArray) -> None:
     """An :class:`InputError` naming the first service whose ``name`` figure is not a finite
     number >= 0 (a NaN demand would be planned as none, silently)."""
-    if len(values) != len(services):
-        raise InputError(f"partition problem.{name}", f"has {len(values)} rows for "
-                         f"{len(services)} services")
+    if values.ndim == 0 or len(values) != len(services):
+        raise InputError(f"partition problem.{name}", f"must have a row for each of the "
+                         f"{len(services)} services, got shape {values.shape}")
     bad = ~(np.isfinite(values) & (values >= 0.0))
     if bad.any():
         row = int(np.argwhere(bad)[0][0])

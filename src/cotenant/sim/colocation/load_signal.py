@@ -15,13 +15,13 @@ node agent can read of it depends on the mechanism, so the simulator offers the 
   own rate where that is higher (a burst shows at once), times the service's solo GPU time
   per request (``perf.mps.ONLINE_L100``, calibrated perfectly: its error is not modelled),
   at most 1 (the agent caps its reading at a whole GPU).
-  Requests are Poisson counts at each covered sub-step's load; over the span a reading is
+  Requests are Poisson counts at each covered sub-step's load; the count over the span is
   unbiased with a relative spread of ``1 / sqrt(rate x S)``, and the newest window's rate,
   where it is the higher, makes the reading err high, as the agent's does. The windows'
   lengths are set by the current rate;
 * ``whole-gpu``: the GPU's utilisation in the state in force (online and offline busy time,
   :meth:`~cotenant.sim.colocation.world.Physics.busy_rates`): the agent's fallback without a
-  latency histogram, uncorrected;
+  latency histogram or a time per request, uncorrected;
 * ``auto`` (the default): ``requests`` for an MPS policy, ``service`` otherwise.
 
 The peak a policy sees (``load_peak``, and the peak placement and matching read) is the peak
