@@ -16,13 +16,13 @@ from cotenant.agent.service import AgentService
 from cotenant.errors import InputError
 from cotenant.policies.colocation import GuardSettings
 
-from .harness import OFFLINE, ONLINE, fixed, make_agent
+from .harness import OFFLINE, ONLINE, Agent, fixed, make_agent
 from .test_latency import METRIC, Pages
 
 
-def test_a_window_with_too_few_requests_grows_into_the_next(tmp_path: Path) -> None:
-    """Every 0.25 s, 10 requests: too few for a p99 alone, so each window spans two reads; at
-    2 requests a read the window gives up at ``max_window_s`` and starts afresh."""
+def _served_and_scraped(tmp_path: Path) -> tuple[Agent, Pages, LatencyScraper]:
+    """A running service with a histogram page, and a scraper of 0.25 s reads, windows of
+    20 requests or at most 1 s."""
     agent = make_agent(tmp_path)
     agent.submit({**ONLINE, "latency_metric": METRIC})
     agent.run(0.5)
@@ -30,6 +30,13 @@ def test_a_window_with_too_few_requests_grows_into_the_next(tmp_path: Path) -> N
     scraper = LatencyScraper(agent.store, pages, GuardSettings(scrape_s=0.25, min_requests=20,
                                                                max_window_s=1.0),
                              executor=INLINE)
+    return agent, pages, scraper
+
+
+def test_a_window_with_too_few_requests_grows_into_the_next(tmp_path: Path) -> None:
+    """Every 0.25 s, 10 requests: too few for a p99 alone, so each window spans two reads; at
+    2 requests a read the window gives up at ``max_window_s`` and starts afresh."""
+    agent, pages, scraper = _served_and_scraped(tmp_path)
     pages.serve(fast=100)
     assert scraper.tick(agent.clock()) == []  # the baseline
     start = agent.clock()
@@ -59,13 +66,7 @@ def test_a_window_with_too_few_requests_grows_into_the_next(tmp_path: Path) -> N
 def test_every_closed_window_gives_its_request_count_once(tmp_path: Path) -> None:
     """The windows of the test above, as request counts: a growing window gives none until
     it closes; one dropped for too few requests at ``max_window_s`` still gives its count."""
-    agent = make_agent(tmp_path)
-    agent.submit({**ONLINE, "latency_metric": METRIC})
-    agent.run(0.5)
-    pages = Pages()
-    scraper = LatencyScraper(agent.store, pages, GuardSettings(scrape_s=0.25, min_requests=20,
-                                                               max_window_s=1.0),
-                             executor=INLINE)
+    agent, pages, scraper = _served_and_scraped(tmp_path)
     pages.serve(fast=100)
     scraper.tick(agent.clock())
     assert scraper.take_windows() == []  # the baseline: no window yet

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from cotenant.agent.colocation.load import SATURATED_PCT
 from cotenant.agent.latency import RequestWindow
 from cotenant.agent.spec import WorkloadSpec
 from cotenant.policies.colocation.guard import RATE_SPAN_S, GuardSettings
@@ -25,8 +26,6 @@ from cotenant.policies.colocation.guard import RATE_SPAN_S, GuardSettings
 READ_SLACK_S = 3.0
 """Past ``max_window_s + scrape_s``, how late a latency window may still close: its read's
 own time (the scraper gives up after 2 s) and the agent's tick (1 s)."""
-SATURATED_PCT = 99.0
-"""A service busy this much of the time is saturated: its time per request cannot be read."""
 RISE_WEIGHT = 0.5
 FALL_WEIGHT = 0.1
 """How far a new measurement of the time per request moves the estimate, up and down."""

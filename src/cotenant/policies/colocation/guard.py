@@ -90,10 +90,21 @@ RATE_SPAN_S = 1.0
 node agent's reading where NVML samples no process of the service: under MPS)."""
 
 
+def closed_window_s(settings: GuardSettings, requests_per_s: FloatArray) -> FloatArray:
+    """How long each closed report window spans: :func:`report_window_s`, or
+    ``max_window_s`` for one dropped for too few requests (its count still counts)."""
+    window = report_window_s(settings, requests_per_s)
+    return np.asarray(np.where(np.isfinite(window), window, settings.max_window_s),
+                      dtype=np.float64)
+
+
+def covering_span_s(closed_s: FloatArray) -> FloatArray:
+    """The span of the newest windows of ``closed_s`` seconds each that cover
+    :data:`RATE_SPAN_S`."""
+    return np.asarray(np.ceil(RATE_SPAN_S / closed_s - 1e-9) * closed_s, dtype=np.float64)
+
+
 def rate_span_s(settings: GuardSettings, requests_per_s: FloatArray) -> FloatArray:
     """How many seconds of requests a load read from the request rate counts: the newest
-    closed report windows (:func:`report_window_s`; a window dropped for too few requests
-    closes at ``max_window_s`` and still counts) until they cover :data:`RATE_SPAN_S`."""
-    window = report_window_s(settings, requests_per_s)
-    each = np.where(np.isfinite(window), window, settings.max_window_s)
-    return np.asarray(np.ceil(RATE_SPAN_S / each - 1e-9) * each, dtype=np.float64)
+    closed report windows (:func:`closed_window_s`) until they cover :data:`RATE_SPAN_S`."""
+    return covering_span_s(closed_window_s(settings, requests_per_s))

@@ -44,7 +44,7 @@ from scipy.special import ndtri
 from cotenant.errors import InputError
 from cotenant.perf import mps
 from cotenant.policies.colocation import GuardSettings, Mechanism
-from cotenant.policies.colocation.guard import RATE_SPAN_S, rate_span_s, report_window_s
+from cotenant.policies.colocation.guard import RATE_SPAN_S, closed_window_s, covering_span_s
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -92,9 +92,8 @@ def counted_load(guard: GuardSettings, model: IntArray, past: FloatArray, off: F
     1 (a whole GPU), as the agent caps its reading."""
     l100 = mps.ONLINE_L100[model]
     rates = past * 1000.0 / l100[:, None]
-    window = report_window_s(guard, rates[:, 0])
-    newest = np.where(np.isfinite(window), window, guard.max_window_s)  # a dropped one too
-    span = rate_span_s(guard, rates[:, 0])
+    newest = closed_window_s(guard, rates[:, 0])  # a dropped one too
+    span = covering_span_s(newest)
     recent = rng.poisson(_expected(rates, off - newest, off, dt))
     older = rng.poisson(_expected(rates, off - span, off - newest, dt))
     per_s = np.maximum((recent + older) / span, recent / newest)
@@ -122,9 +121,8 @@ def peak_of_readings(guard: GuardSettings, model: IntArray, load: FloatArray, dt
     largest of ``m`` Poisson counts is drawn in one go, by the normal approximation."""
     l100 = mps.ONLINE_L100[model]
     rate = load * 1000.0 / l100
-    window = report_window_s(guard, rate)
-    newest = np.where(np.isfinite(window), window, guard.max_window_s)
-    span = rate_span_s(guard, rate)
+    newest = closed_window_s(guard, rate)
+    span = covering_span_s(newest)
     per_s = np.maximum(_largest_count(rate * newest, dt / newest, rng) / newest,
                        _largest_count(rate * span, dt / span, rng) / span)
     return np.asarray(np.minimum(per_s * l100 / 1000.0, 1.0), dtype=np.float64)
