@@ -23,6 +23,10 @@ from cotenant.agent.supervisor import NODE, Supervisor
 from cotenant.errors import CotenantError
 from cotenant.policies.colocation import MAX_SHARE_PCT, RATE_SPAN_S, GuardSettings
 
+SOURCES = {"processes": "its processes' utilisation", "requests": "its request rate",
+           "gpu": "the whole GPU"}
+"""What a load sample is read from: its metric label, and how the agent's log says it."""
+
 
 class LoadSampler:
     """Each running online service's load samples, kept over the policy's load window."""
@@ -40,10 +44,9 @@ class LoadSampler:
         (None: not alone), over the last longest window and second."""
         self._learned_until: dict[str, float] = {}
         """Per service, the end of the newest window a time per request was measured on."""
-        self._source: dict[str, str] = {}
-        """Per online service, where its load was last read from (logged when it changes)."""
-        self._kind: dict[str, str] = {}
-        """The same as a metric label: ``processes``, ``requests`` or ``gpu``."""
+        self._source: dict[str, tuple[str, str]] = {}
+        """Per online service, what its load was last read from (a key of :data:`SOURCES`)
+        and on what basis: logged when either changes."""
 
     def count(self, windows: list[RequestWindow]) -> None:
         """Take in the request counts of closed latency windows."""
@@ -54,7 +57,7 @@ class LoadSampler:
         """Per online service, its last load sample (percent) and what it was read from
         (``processes``, ``requests`` or ``gpu``), for the metrics."""
         out = {}
-        for name, kind in self._kind.items():
+        for name, (kind, _) in self._source.items():
             last = self.loads.last(name)
             if last is not None:
                 out[name] = (last, kind)
@@ -81,7 +84,6 @@ class LoadSampler:
         for part in (self.loads, self.rates, self.costs):
             part.keep(names)
         self._source = {n: v for n, v in self._source.items() if n in names}
-        self._kind = {n: v for n, v in self._kind.items() if n in names}
         self._learned_until = {n: v for n, v in self._learned_until.items() if n in names}
         out: dict[int, str | None] = {}
         for info in gpus:
@@ -132,21 +134,18 @@ class LoadSampler:
         util = None if record.pid is None else workload_sm_util(
             record.pid, per_pid, self.supervisor.backend.members)
         if util is not None:
-            self._kind[spec.name] = "processes"
-            self._note_source(info, spec.name, now, "its processes' utilisation", "")
+            self._note_source(info, spec.name, now, "processes", "")
             self.loads.add(spec.name, now, solo_load_pct(util, spec.model or spec.name,
                                                          *co_runner))
             return True
         cost = self.costs.cost(spec)
         if rate is not None and cost is not None:
-            self._kind[spec.name] = "requests"
-            self._note_source(info, spec.name, now, "its request rate",
+            self._note_source(info, spec.name, now, "requests",
                               f"{cost[0]:.4g} ms per request ({cost[1]})", basis=cost[1])
             self.loads.add(spec.name, now, min(MAX_SHARE_PCT, rate.per_s * cost[0] / 10.0))
             return True
         if info.utilisation_pct is None:
             return False
-        self._kind[spec.name] = "gpu"
         if spec.latency_metric is None:
             why = "a latency_metric would let the agent read its request rate"
         elif cost is None:
@@ -154,7 +153,7 @@ class LoadSampler:
                    "service runs alone on its GPU")
         else:
             why = f"no request count closed in the last {self.rates.fresh_s:g} s"
-        self._note_source(info, spec.name, now, "the whole GPU", "any other work on it "
+        self._note_source(info, spec.name, now, "gpu", "any other work on it "
                           f"included (a high reading); {why}", basis=why)
         self.loads.add(spec.name, now, solo_load_pct(info.utilisation_pct,
                                                      spec.model or spec.name, *co_runner))
@@ -196,19 +195,20 @@ class LoadSampler:
                 overlap = max(overlap, min(1.0, util / 100.0))
         return held, overlap
 
-    def _note_source(self, info: GpuInfo, name: str, now: float, source: str,
+    def _note_source(self, info: GpuInfo, name: str, now: float, kind: str,
                      detail: str, basis: str = "") -> None:
-        """Log where a service's load is read from, and on what ``basis``, when that changes
-        (the first time too where it is not its own processes' utilisation)."""
+        """Keep what a service's load is read from (``kind``, a key of :data:`SOURCES`) and
+        log it, with its ``basis``, when that changes (the first time too where it is not its
+        own processes' utilisation)."""
         last = self._source.get(name)
-        self._source[name] = f"{source} ({basis})"
-        if last == self._source[name] or (last is None and source == "its processes' "
-                                          "utilisation"):
+        self._source[name] = (kind, basis)
+        if last == (kind, basis) or (last is None and kind == "processes"):
             return
+        source = SOURCES[kind]
         why = ("NVML samples MPS clients on the MPS server's pid" if any(
             p.mps_client for p in info.processes) else "NVML has no sample of its processes")
         text = f"its load on GPU {info.index} is read from {source}"
-        if source != "its processes' utilisation":
+        if kind != "processes":
             text = f"{why}: {text}"
         self.supervisor.store.event(now, name, f"load from {source.removeprefix('its ')}",
                                     detail=text + (f": {detail}" if detail else ""))
